@@ -1,0 +1,20 @@
+"""Coordinate encoders: ``build_encoder(config, n_input_dims)`` and the classes behind each otype."""
+
+from .base import Encoder
+from .composite import Composite
+from .frequency import Frequency
+from .grid import DenseGrid, Grid, HashGrid, TiledGrid
+from .identity import Identity
+from .learnable_fourier import LearnableFourier
+from .nerf import NeRF
+from .one_blob import OneBlob
+from .random_fourier import RandomFourier
+from .registry import ENCODERS, build_encoder
+from .spherical_harmonics import SphericalHarmonics
+from .triangle_wave import TriangleWave
+
+__all__ = [
+    "ENCODERS", "Composite", "DenseGrid", "Encoder", "Frequency", "Grid", "HashGrid", "Identity",
+    "LearnableFourier", "NeRF", "OneBlob", "RandomFourier", "SphericalHarmonics", "TiledGrid",
+    "TriangleWave", "build_encoder",
+]

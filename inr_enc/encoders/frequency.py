@@ -1,0 +1,37 @@
+"""tiny-cuda-nn's Frequency encoding (NeRF's positional encoding with a factor pi)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .base import Encoder, check_int
+
+
+
+def frequency_encoding(x: torch.Tensor, n_frequencies: int) -> torch.Tensor:
+    """x: [N, d] -> [N, d * 2F] ordered as tcnn: output j encodes dim j // 2F at frequency
+    2^((j // 2) mod F) * pi, sin for even j, cos (= sin with phase pi/2) for odd j. Values in [-1, 1].
+    """
+    # As tcnn's kernel: sin(x * 2^k * pi + phase), pi and pi/2 rounded to x's dtype (float32 like tcnn's PI()).
+    powers = 2.0 ** torch.arange(n_frequencies, dtype=x.dtype, device=x.device)
+    phase = torch.tensor([0.0, math.pi / 2], dtype=x.dtype, device=x.device)
+    angles = (x[:, :, None] * powers)[..., None] * math.pi + phase  # [N, d, F, 2]
+    return torch.sin(angles).reshape(x.shape[0], x.shape[1] * n_frequencies * 2)
+
+
+class Frequency(Encoder):
+    """``{"otype": "Frequency", "n_frequencies": 12}``: x: [..., d] -> [..., 2 * F * d] in [-1, 1]."""
+
+    otype = "Frequency"
+    defaults = {"n_frequencies": 12}
+
+    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
+        self.n_frequencies = check_int(self.otype, "n_frequencies", config["n_frequencies"], 1, 64)
+        self.n_output_dims = self.n_input_dims * 2 * self.n_frequencies
+        return {"n_frequencies": self.n_frequencies}
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return frequency_encoding(x, self.n_frequencies)

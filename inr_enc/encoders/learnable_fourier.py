@@ -1,0 +1,56 @@
+"""Learnable Fourier features (Li et al. 2021, "Learnable Fourier Features for Multi-Dimensional
+Spatial Positional Encoding", NeurIPS)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from .base import Encoder, check_float, check_int, config_error, seeded_generator
+from .random_fourier import fourier_features
+
+
+def _uniform(shape: tuple[int, ...], bound: float, generator: torch.Generator) -> nn.Parameter:
+    return nn.Parameter((torch.rand(shape, generator=generator) * 2 - 1) * bound)
+
+
+class LearnableFourier(Encoder):
+    """``{"otype": "LearnableFourier", "n_features": 128, "sigma": 10.0, "n_hidden": 32,
+    "n_output": 64, "seed": 1337}``.
+
+    r(x) = [cos(2 pi x W^T), sin(2 pi x W^T)] / sqrt(n_features) with a trainable W: [n_features/2, d],
+    then PE(x) = GeLU(r W1 + b1) W2 + b2 (Li et al., eq. 2-3). Li et al. draw W ~ N(0, gamma^-2) and write
+    cos(x W^T); we write W in cycles per unit like RandomFourier, so sigma = 1 / (2 pi gamma).
+    The MLP uses torch.nn.Linear's default init, drawn from ``seed``.
+    x: [..., d] -> [..., n_output], unbounded.
+    """
+
+    otype = "LearnableFourier"
+    defaults = {"n_features": 128, "sigma": 10.0, "n_hidden": 32, "n_output": 64, "seed": 1337}
+
+    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
+        n_features = check_int(self.otype, "n_features", config["n_features"], 2)
+        if n_features % 2:
+            raise config_error(self.otype, f"'n_features' (cos and sin halves) must be even, got {n_features}")
+        sigma = check_float(self.otype, "sigma", config["sigma"], 0.0)
+        n_hidden = check_int(self.otype, "n_hidden", config["n_hidden"], 1)
+        n_output = check_int(self.otype, "n_output", config["n_output"], 1)
+        seed = check_int(self.otype, "seed", config["seed"], 0)
+        gen = seeded_generator(seed)
+        self.frequencies = nn.Parameter(torch.randn(n_features // 2, self.n_input_dims, generator=gen) * sigma)
+        self.feature_scale = 1.0 / math.sqrt(n_features)
+        self.hidden_weight = _uniform((n_hidden, n_features), 1 / math.sqrt(n_features), gen)
+        self.hidden_bias = _uniform((n_hidden,), 1 / math.sqrt(n_features), gen)
+        self.output_weight = _uniform((n_output, n_hidden), 1 / math.sqrt(n_hidden), gen)
+        self.output_bias = _uniform((n_output,), 1 / math.sqrt(n_hidden), gen)
+        self.n_output_dims = n_output
+        return {"n_features": n_features, "sigma": sigma, "n_hidden": n_hidden, "n_output": n_output, "seed": seed}
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        r = fourier_features(x, self.frequencies) * self.feature_scale
+        h = nn.functional.gelu(nn.functional.linear(r, self.hidden_weight.to(dtype), self.hidden_bias.to(dtype)))
+        return nn.functional.linear(h, self.output_weight.to(dtype), self.output_bias.to(dtype))

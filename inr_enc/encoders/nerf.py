@@ -1,0 +1,45 @@
+"""NeRF positional encoding (Mildenhall et al. 2020) with an explicit frequency scale."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .base import Encoder, check_bool, check_choice, check_int
+
+# The factor in front of 2^k: tcnn's Frequency uses pi, nerfstudio's torch NeRFEncoding and Tancik et al.
+# use 2 pi, the original NeRF code (get_embedder) uses 1.
+SCALES = {"pi": math.pi, "2pi": 2 * math.pi, "1": 1.0}
+
+
+def nerf_encoding(x: torch.Tensor, n_frequencies: int, scale: float, include_input: bool) -> torch.Tensor:
+    """x: [N, d] -> [N, (include_input + 2F) * d] ordered like the original NeRF embedder:
+    [x (if include_input), sin(s 2^0 x), cos(s 2^0 x), sin(s 2^1 x), cos(s 2^1 x), ...], each block d wide.
+    """
+    freqs = scale * 2.0 ** torch.arange(n_frequencies, dtype=x.dtype, device=x.device)
+    angles = x[:, None, :] * freqs[:, None]  # [N, F, d]
+    encoded = torch.stack([torch.sin(angles), torch.cos(angles)], dim=2).reshape(x.shape[0], 2 * n_frequencies * x.shape[1])
+    return torch.cat([x, encoded], dim=-1) if include_input else encoded
+
+
+class NeRF(Encoder):
+    """``{"otype": "NeRF", "n_frequencies": 10, "scale": "pi" | "2pi" | "1", "include_input": true}``.
+
+    x: [..., d] (used as given, no remapping) -> [..., (include_input + 2F) * d]; sin/cos values in [-1, 1].
+    """
+
+    otype = "NeRF"
+    defaults = {"n_frequencies": 10, "scale": "2pi", "include_input": True}
+
+    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
+        self.n_frequencies = check_int(self.otype, "n_frequencies", config["n_frequencies"], 1, 64)
+        scale_name = check_choice(self.otype, "scale", str(config["scale"]), SCALES)
+        self.scale = SCALES[scale_name]
+        self.include_input = check_bool(self.otype, "include_input", config["include_input"])
+        self.n_output_dims = self.n_input_dims * (2 * self.n_frequencies + int(self.include_input))
+        return {"n_frequencies": self.n_frequencies, "scale": scale_name, "include_input": self.include_input}
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return nerf_encoding(x, self.n_frequencies, self.scale, self.include_input)

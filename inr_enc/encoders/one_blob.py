@@ -1,0 +1,44 @@
+"""tiny-cuda-nn's OneBlob encoding (Müller et al. 2019, Neural Importance Sampling)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .base import Encoder, check_int, config_error
+
+
+def quartic_cdf(t: torch.Tensor, inv_radius: float) -> torch.Tensor:
+    """CDF of tcnn's quartic kernel of radius 1/inv_radius: clamp(15/16 u (1 - 2/3 u^2 + 1/5 u^4) + 1/2, 0, 1)."""
+    u = t * inv_radius
+    u2 = u * u
+    return torch.clamp(15.0 / 16.0 * u * (1 - 2.0 / 3.0 * u2 + 0.2 * u2 * u2) + 0.5, 0.0, 1.0)
+
+
+def one_blob_encoding(x: torch.Tensor, n_bins: int) -> torch.Tensor:
+    """x: [N, d] -> [N, d * n_bins], dim-major: the mass of a quartic blob centred at x (radius 1/n_bins)
+    falling into each of n_bins equal bins of [0, 1]. The blob wraps around [0, 1] (copies at x - 1 and
+    x + 1), as tcnn's kernels do, so each dim's outputs sum to 1 for x in [0, 1]. Values in [0, 1].
+    """
+    boundaries = torch.arange(n_bins + 1, dtype=x.dtype, device=x.device) / n_bins
+    t = boundaries - x[:, :, None]  # [N, d, n_bins + 1]
+    cdf = quartic_cdf(t, n_bins) + quartic_cdf(t - 1.0, n_bins) + quartic_cdf(t + 1.0, n_bins)
+    return (cdf[..., 1:] - cdf[..., :-1]).reshape(x.shape[0], x.shape[1] * n_bins)
+
+
+class OneBlob(Encoder):
+    """``{"otype": "OneBlob", "n_bins": 16}`` (n_bins a power of two): x: [..., d] -> [..., n_bins * d] in [0, 1]."""
+
+    otype = "OneBlob"
+    defaults = {"n_bins": 16}
+
+    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
+        self.n_bins = check_int(self.otype, "n_bins", config["n_bins"], 1, 1 << 16)
+        if self.n_bins & (self.n_bins - 1):
+            raise config_error(self.otype, f"'n_bins' must be a power of 2 (as in tcnn), got {self.n_bins}")
+        self.n_output_dims = self.n_input_dims * self.n_bins
+        return {"n_bins": self.n_bins}
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return one_blob_encoding(x, self.n_bins)

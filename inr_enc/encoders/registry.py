@@ -1,0 +1,41 @@
+"""The otype registry: one line per encoding, and ``build_encoder``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Encoder
+from .composite import Composite
+from .frequency import Frequency
+from .grid import DenseGrid, Grid, HashGrid, TiledGrid
+from .identity import Identity
+from .learnable_fourier import LearnableFourier
+from .nerf import NeRF
+from .one_blob import OneBlob
+from .random_fourier import RandomFourier
+from .spherical_harmonics import SphericalHarmonics
+from .triangle_wave import TriangleWave
+
+ENCODERS: dict[str, type[Encoder]] = {
+    cls.otype: cls
+    for cls in (
+        Identity, Frequency, OneBlob, TriangleWave, SphericalHarmonics, Composite,
+        Grid, HashGrid, DenseGrid, TiledGrid,
+        NeRF, RandomFourier, LearnableFourier,
+    )
+}
+
+
+def build_encoder(config: dict[str, Any], n_input_dims: int) -> Encoder:
+    """Build the encoder named by ``config["otype"]`` (case-insensitive, as in tcnn) for ``n_input_dims`` inputs.
+
+    Raises ValueError for a missing or unknown otype (listing the valid ones), an unknown key
+    (listing the valid keys) or an out-of-range value.
+    """
+    if not isinstance(config, dict):
+        raise ValueError(f"encoding config must be a dict, got {type(config).__name__}")
+    otype = config.get("otype")
+    by_lower = {name.lower(): cls for name, cls in ENCODERS.items()}
+    if not isinstance(otype, str) or otype.lower() not in by_lower:
+        raise ValueError(f"unknown encoding otype {otype!r}; valid otypes: {', '.join(sorted(ENCODERS))}")
+    return by_lower[otype.lower()](n_input_dims, config)

@@ -1,0 +1,73 @@
+"""tiny-cuda-nn's SphericalHarmonics encoding: real SH of degree < ``degree`` of a direction.
+
+tcnn evaluates Sloan's polynomial form ("Stupid Spherical Harmonics Tricks", appendix A1): for band l
+and order m, Y_l^m(x, y, z) = N_l^m * Ptilde_l^|m|(z) * {C_m(x, y) if m > 0, S_|m|(x, y) if m < 0, 1 if m = 0},
+with C_m + i S_m = (x + i y)^m, Ptilde_l^m(z) = P_l^m(z) / (1 - z^2)^(m/2) (a polynomial in z, Condon-Shortley
+phase included) and N_l^m = sqrt((2l+1)/(4 pi) (l-|m|)!/(l+|m|)!) * (sqrt(2) if m != 0). The polynomials are
+evaluated as they are, without renormalising (x, y, z), exactly like tcnn's generated code.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .base import Encoder, check_int, config_error
+
+MAX_DEGREE = 8  # tcnn's sh_enc stops at 64 outputs.
+
+
+def _normalisation(l: int, m: int) -> float:
+    k = math.sqrt((2 * l + 1) / (4 * math.pi) * math.factorial(l - abs(m)) / math.factorial(l + abs(m)))
+    return k * math.sqrt(2.0) if m != 0 else k
+
+
+def spherical_harmonics_encoding(x: torch.Tensor, degree: int) -> torch.Tensor:
+    """x: [N, 3] in [0, 1]^3 (a unit direction v stored as (v + 1) / 2) -> [N, degree^2].
+
+    Output l^2 + l + m holds Y_l^m for l < degree, m = -l..l (tcnn's order and signs). Values in
+    [-N_l^m, N_l^m]-ish for unit directions; inputs are mapped by 2x - 1 and not renormalised.
+    """
+    v = x * 2.0 - 1.0
+    px, py, pz = v.unbind(-1)
+    one = torch.ones_like(pz)
+    # (x + iy)^m = C_m + i S_m
+    cos_terms, sin_terms = [one], [torch.zeros_like(pz)]
+    for _ in range(1, degree):
+        c, s = cos_terms[-1], sin_terms[-1]
+        cos_terms.append(px * c - py * s)
+        sin_terms.append(px * s + py * c)
+    # Ptilde_l^m(z): Ptilde_m^m = (-1)^m (2m-1)!!, Ptilde_{m+1}^m = (2m+1) z Ptilde_m^m,
+    # Ptilde_l^m = ((2l-1) z Ptilde_{l-1}^m - (l+m-1) Ptilde_{l-2}^m) / (l-m).
+    legendre: dict[tuple[int, int], torch.Tensor] = {}
+    for m in range(degree):
+        legendre[(m, m)] = one * float((-1) ** m * math.prod(range(1, 2 * m, 2)))
+        if m + 1 < degree:
+            legendre[(m + 1, m)] = (2 * m + 1) * pz * legendre[(m, m)]
+        for l in range(m + 2, degree):
+            legendre[(l, m)] = ((2 * l - 1) * pz * legendre[(l - 1, m)] - (l + m - 1) * legendre[(l - 2, m)]) / (l - m)
+    outputs = []
+    for l in range(degree):
+        for m in range(-l, l + 1):
+            xy_term = cos_terms[m] if m > 0 else sin_terms[-m] if m < 0 else one
+            outputs.append(_normalisation(l, m) * legendre[(l, abs(m))] * xy_term)
+    return torch.stack(outputs, dim=-1)
+
+
+class SphericalHarmonics(Encoder):
+    """``{"otype": "SphericalHarmonics", "degree": 4}``: x: [..., 3] -> [..., degree^2], degree in 1..8."""
+
+    otype = "SphericalHarmonics"
+    defaults = {"degree": 4}
+
+    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
+        if self.n_input_dims != 3:
+            raise config_error(self.otype, f"encodes 3D directions only; n_input_dims must be 3, got {self.n_input_dims}")
+        self.degree = check_int(self.otype, "degree", config["degree"], 1, MAX_DEGREE)
+        self.n_output_dims = self.degree**2
+        return {"degree": self.degree}
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return spherical_harmonics_encoding(x, self.degree)

@@ -1,0 +1,33 @@
+"""tiny-cuda-nn's TriangleWave encoding (Müller et al. 2021, Neural Radiance Caching)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .base import Encoder, check_int
+
+
+def triangle_wave_encoding(x: torch.Tensor, n_frequencies: int) -> torch.Tensor:
+    """x: [N, d] -> [N, d * F], dim-major. For k = 0..F-1: v = x * 2^(k-1) + k/4 and
+    out = 4 * |v - floor(v) - 0.5| - 1, a triangle wave in [-1, 1] (tcnn triangle_wave.h).
+    """
+    k = torch.arange(n_frequencies, dtype=x.dtype, device=x.device)
+    v = x[:, :, None] * 2.0 ** (k - 1) + k * 0.25
+    return ((v - torch.floor(v) - 0.5).abs() * 4 - 1).reshape(x.shape[0], x.shape[1] * n_frequencies)
+
+
+class TriangleWave(Encoder):
+    """``{"otype": "TriangleWave", "n_frequencies": 12}``: x: [..., d] -> [..., F * d] in [-1, 1]."""
+
+    otype = "TriangleWave"
+    defaults = {"n_frequencies": 12}
+
+    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
+        self.n_frequencies = check_int(self.otype, "n_frequencies", config["n_frequencies"], 1, 64)
+        self.n_output_dims = self.n_input_dims * self.n_frequencies
+        return {"n_frequencies": self.n_frequencies}
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return triangle_wave_encoding(x, self.n_frequencies)

@@ -1,0 +1,123 @@
+"""Throughput of every encoder (forward, forward+backward) on this machine, and HashGrid 3D against
+nerfstudio's pure-torch HashEncoding in the same run when nerfstudio is importable.
+
+    python scripts/bench_encoders.py [--batch 65536] [--repeats 5] [--out docs/benchmarks.md]
+
+Samples/s are medians over ``--repeats`` timed runs after one warm-up. Forward+backward is one forward
+and a backward of sum(out * g) to the table and the input coordinates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from inr_enc import build_encoder
+
+HASHGRID_3D = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 19,
+               "base_resolution": 16, "per_level_scale": 2.0}
+CASES = [
+    ("HashGrid 3D (L=16, F=2, T=2^19)", HASHGRID_3D, 3),
+    ("HashGrid 2D (L=16, F=2, T=2^15, scale 1.5)", {**HASHGRID_3D, "log2_hashmap_size": 15, "per_level_scale": 1.5}, 2),
+    ("DenseGrid 2D (8 levels)", {"otype": "DenseGrid", "n_levels": 8}, 2),
+    ("TiledGrid 3D (8 levels, base 16)", {"otype": "TiledGrid", "n_levels": 8}, 3),
+    ("Frequency 3D (12 frequencies)", {"otype": "Frequency"}, 3),
+    ("NeRF 3D (10 frequencies)", {"otype": "NeRF"}, 3),
+    ("TriangleWave 3D (12 frequencies)", {"otype": "TriangleWave"}, 3),
+    ("OneBlob 3D (16 bins)", {"otype": "OneBlob"}, 3),
+    ("SphericalHarmonics (degree 4)", {"otype": "SphericalHarmonics"}, 3),
+    ("RandomFourier 2D (256 features)", {"otype": "RandomFourier"}, 2),
+    ("LearnableFourier 2D (128 features)", {"otype": "LearnableFourier"}, 2),
+    ("Identity 3D", {"otype": "Identity"}, 3),
+]
+
+
+def time_module(module: torch.nn.Module, n_dims: int, batch: int, repeats: int) -> tuple[float, float]:
+    """(forward samples/s, forward+backward samples/s), medians of ``repeats`` runs."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(batch, n_dims, generator=gen)
+    grad = torch.randn(batch, module(x[:2]).shape[-1], generator=gen)
+
+    def forward() -> None:
+        with torch.no_grad():
+            module(x)
+
+    def forward_backward() -> None:
+        xg = x.clone().requires_grad_()
+        (module(xg).float() * grad).sum().backward()
+
+    rates = []
+    for step in (forward, forward_backward):
+        step()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - start)
+        rates.append(batch / statistics.median(times))
+    return rates[0], rates[1]
+
+
+def nerfstudio_hash_encoding() -> torch.nn.Module | None:
+    """nerfstudio's HashEncoding(implementation="torch") configured like HASHGRID_3D, or None if not importable."""
+    try:
+        from nerfstudio.field_components.encodings import HashEncoding
+    except Exception:  # nerfstudio is an optional extra
+        return None
+    levels, base, scale = HASHGRID_3D["n_levels"], HASHGRID_3D["base_resolution"], HASHGRID_3D["per_level_scale"]
+    return HashEncoding(num_levels=levels, min_res=base, max_res=int(base * scale ** (levels - 1)),
+                        log2_hashmap_size=HASHGRID_3D["log2_hashmap_size"], features_per_level=2, implementation="torch")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
+        tmp.write(text)
+    os.replace(tmp.name, path)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=2**16)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, help="write the markdown report here")
+    args = parser.parse_args()
+
+    rows = []
+    for name, config, n_dims in CASES:
+        fwd, fwd_bwd = time_module(build_encoder(config, n_dims), n_dims, args.batch, args.repeats)
+        rows.append((name, fwd, fwd_bwd))
+        print(f"{name:45s} fwd {fwd / 1e6:7.3f} M/s   fwd+bwd {fwd_bwd / 1e6:7.3f} M/s", flush=True)
+
+    peer = nerfstudio_hash_encoding()
+    comparison = []
+    if peer is not None:
+        ours = rows[0]
+        theirs = time_module(peer, 3, args.batch, args.repeats)
+        comparison = [("nerfstudio HashEncoding(implementation='torch'), same config", *theirs),
+                      ("ratio inr_enc / nerfstudio", ours[1] / theirs[0], ours[2] / theirs[1])]
+        print(f"nerfstudio torch HashEncoding: fwd {theirs[0] / 1e6:.3f} M/s, fwd+bwd {theirs[1] / 1e6:.3f} M/s; "
+              f"ratio fwd {comparison[1][1]:.1f}x, fwd+bwd {comparison[1][2]:.1f}x", flush=True)
+
+    if args.out:
+        header = (f"Command: `python scripts/bench_encoders.py --batch {args.batch} --repeats {args.repeats}`  \n"
+                  f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+                  f"torch {torch.__version__} with {torch.get_num_threads()} threads, Python {sys.version.split()[0]}, "
+                  f"{time.strftime('%Y-%m-%d')}\n\n| encoder | forward (M samples/s) | forward+backward (M samples/s) |\n|---|---|---|\n")
+        body = "".join(f"| {name} | {fwd / 1e6:.3f} | {fb / 1e6:.3f} |\n" for name, fwd, fb in rows)
+        if comparison:
+            (peer_name, pf, pfb), (ratio_name, rf, rfb) = comparison
+            body += f"| {peer_name} | {pf / 1e6:.3f} | {pfb / 1e6:.3f} |\n| **{ratio_name}** (HashGrid 3D) | **{rf:.1f}x** | **{rfb:.1f}x** |\n"
+        write_atomically(args.out, header + body)
+
+
+if __name__ == "__main__":
+    main()

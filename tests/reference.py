@@ -1,0 +1,98 @@
+"""Slow, independent references for tiny-cuda-nn's grid encoding, written from tcnn's formulas
+(common_device.h, encodings/grid.h) with Python integers, exact rational arithmetic and the C library's
+float32 log2f/exp2f (what tcnn's host code calls). Nothing here imports inr_enc."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+from fractions import Fraction
+
+import numpy as np
+
+_libm = ctypes.CDLL(ctypes.util.find_library("m"))
+for _name in ("log2f", "exp2f"):
+    getattr(_libm, _name).restype = ctypes.c_float
+    getattr(_libm, _name).argtypes = [ctypes.c_float]
+
+M32 = 0xFFFFFFFF
+COHERENT_PRIMES = (1, 2654435761, 805459861, 3674653429, 2097192037, 1434869437, 2165219737)
+MAX_BASES = (0, 0xFFFFFFFF, 0xFFFF, 0x659, 0xFF, 0x54, 0x28, 0x17)
+
+
+def to_f32(value) -> float:
+    """Nearest float32 (ties to even) of an exact rational or float value, by checking neighbours exactly."""
+    exact = Fraction(value)
+    guess = np.float32(float(exact))
+    candidates = [guess, np.nextafter(guess, np.float32(np.inf)), np.nextafter(guess, np.float32(-np.inf))]
+    best = min(candidates, key=lambda c: (abs(Fraction(float(c)) - exact), int(np.float32(c).view(np.uint32)) & 1))
+    return float(best)
+
+
+def level_scale(level: int, per_level_scale: float, base_resolution: int) -> float:
+    log2_scale = _libm.log2f(per_level_scale)
+    return to_f32(to_f32(_libm.exp2f(to_f32(level * log2_scale)) * base_resolution) - 1)
+
+
+def level_layout(n_dims, grid_type, n_levels, log2_hashmap_size, base_resolution, per_level_scale):
+    """[(scale, resolution, params_in_level, offset)] per level, following GridEncodingTemplated's constructor."""
+    layout, offset = [], 0
+    for level in range(n_levels):
+        scale = level_scale(level, per_level_scale, base_resolution)
+        resolution = int(math.ceil(scale)) + 1
+        size = resolution**n_dims
+        if float(resolution) ** n_dims > 2.0**31:
+            size = 2**31 - 1
+        size = (size + 7) // 8 * 8
+        if grid_type == "Tiled":
+            size = min(size, base_resolution**n_dims)
+        elif grid_type == "Hash":
+            size = min(size, 2**log2_hashmap_size)
+        layout.append((scale, resolution, size, offset))
+        offset += size
+    return layout
+
+
+def grid_index(grid_type: str, size: int, resolution: int, corner: list[int]) -> int:
+    """tcnn's grid_index for one corner, uint32 arithmetic on Python ints."""
+    n_dims = len(corner)
+    stride, index = 1, 0
+    if resolution <= MAX_BASES[n_dims]:
+        for c in corner:
+            index = (index + c * stride) & M32
+            stride = (stride * resolution) & M32
+    else:
+        stride = M32
+    if grid_type == "Hash" and size < stride:
+        index = 0
+        for c, prime in zip(corner, COHERENT_PRIMES):
+            index ^= (c * prime) & M32
+    return index % size
+
+
+def encode_point(x, params, n_features, layout, grid_type, interpolation="Linear"):
+    """One point x (float32 values) -> [L * F] float64 output, looping over levels and corners."""
+    out = []
+    table = np.asarray(params, dtype=np.float64).reshape(-1, n_features)
+    for scale, resolution, size, offset in layout:
+        cells, fracs = [], []
+        for xi in x:
+            pos = to_f32(Fraction(float(xi)) * Fraction(scale) + Fraction(1, 2))  # fmaf(scale, x, 0.5f)
+            floor = math.floor(pos)
+            cells.append(max(-(2**31), min(2**31 - 1, floor)) & M32)  # (uint32)(int)floorf, saturating
+            frac = pos - floor
+            fracs.append(frac * frac * (3 - 2 * frac) if interpolation == "Smoothstep" else frac)
+        value = np.zeros(n_features)
+        if interpolation == "Nearest":
+            value += table[offset + grid_index(grid_type, size, resolution, cells)]
+        else:
+            for corner_bits in range(2 ** len(x)):
+                weight, corner = 1.0, []
+                for dim in range(len(x)):
+                    bit = (corner_bits >> dim) & 1
+                    weight *= fracs[dim] if bit else 1 - fracs[dim]
+                    corner.append((cells[dim] + bit) & M32)
+                value += weight * table[offset + grid_index(grid_type, size, resolution, corner)]
+        out.extend(value)
+    return np.array(out)
