@@ -3,8 +3,8 @@ nerfstudio's pure-torch HashEncoding in the same run when nerfstudio is importab
 
     python scripts/bench_encoders.py [--batch 65536] [--repeats 5] [--out docs/benchmarks.md]
 
-Samples/s are medians over ``--repeats`` timed runs after one warm-up. Forward+backward is one forward
-and a backward of sum(out * g) to the table and the input coordinates.
+Samples/s are medians over ``--repeats`` timed runs after one warm-up. Forward+backward is one forward and
+a backward of sum(out * g), to the parameters only (a training step's encoder work) and also to the inputs.
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ CASES = [
 ]
 
 
-def time_module(module: torch.nn.Module, n_dims: int, batch: int, repeats: int) -> tuple[float, float]:
-    """(forward samples/s, forward+backward samples/s), medians of ``repeats`` runs."""
+def time_module(module: torch.nn.Module, n_dims: int, batch: int, repeats: int) -> tuple[float, float, float]:
+    """Samples/s (medians of ``repeats`` runs) of: forward; forward+backward to the parameters (training);
+    forward+backward to the parameters and the input coordinates."""
     gen = torch.Generator().manual_seed(0)
     x = torch.rand(batch, n_dims, generator=gen)
     grad = torch.randn(batch, module(x[:2]).shape[-1], generator=gen)
@@ -50,12 +51,14 @@ def time_module(module: torch.nn.Module, n_dims: int, batch: int, repeats: int) 
         with torch.no_grad():
             module(x)
 
-    def forward_backward() -> None:
-        xg = x.clone().requires_grad_()
-        (module(xg).float() * grad).sum().backward()
+    def backward(input_grad: bool) -> None:
+        xg = x.clone().requires_grad_(input_grad)
+        out = (module(xg).float() * grad).sum()
+        if out.requires_grad:
+            out.backward()
 
     rates = []
-    for step in (forward, forward_backward):
+    for step in (forward, lambda: backward(False), lambda: backward(True)):
         step()
         times = []
         for _ in range(repeats):
@@ -63,7 +66,7 @@ def time_module(module: torch.nn.Module, n_dims: int, batch: int, repeats: int) 
             step()
             times.append(time.perf_counter() - start)
         rates.append(batch / statistics.median(times))
-    return rates[0], rates[1]
+    return rates[0], rates[1], rates[2]
 
 
 def nerfstudio_hash_encoding() -> torch.nn.Module | None:
@@ -93,29 +96,26 @@ def main() -> None:
 
     rows = []
     for name, config, n_dims in CASES:
-        fwd, fwd_bwd = time_module(build_encoder(config, n_dims), n_dims, args.batch, args.repeats)
-        rows.append((name, fwd, fwd_bwd))
-        print(f"{name:45s} fwd {fwd / 1e6:7.3f} M/s   fwd+bwd {fwd_bwd / 1e6:7.3f} M/s", flush=True)
+        rates = time_module(build_encoder(config, n_dims), n_dims, args.batch, args.repeats)
+        rows.append((name, *rates))
+        print(f"{name:45s} " + "  ".join(f"{r / 1e6:8.3f}" for r in rates) + "  M samples/s", flush=True)
 
     peer = nerfstudio_hash_encoding()
-    comparison = []
     if peer is not None:
-        ours = rows[0]
         theirs = time_module(peer, 3, args.batch, args.repeats)
-        comparison = [("nerfstudio HashEncoding(implementation='torch'), same config", *theirs),
-                      ("ratio inr_enc / nerfstudio", ours[1] / theirs[0], ours[2] / theirs[1])]
-        print(f"nerfstudio torch HashEncoding: fwd {theirs[0] / 1e6:.3f} M/s, fwd+bwd {theirs[1] / 1e6:.3f} M/s; "
-              f"ratio fwd {comparison[1][1]:.1f}x, fwd+bwd {comparison[1][2]:.1f}x", flush=True)
+        ratios = [ours / other for ours, other in zip(rows[0][1:], theirs)]
+        rows += [("nerfstudio HashEncoding(implementation='torch'), HashGrid 3D config", *theirs),
+                 ("**ratio inr_enc / nerfstudio** (HashGrid 3D)", *ratios)]
+        print(f"nerfstudio torch HashEncoding: " + "  ".join(f"{r / 1e6:8.3f}" for r in theirs)
+              + "  M samples/s; ratio " + "  ".join(f"{r:.1f}x" for r in ratios), flush=True)
 
     if args.out:
         header = (f"Command: `python scripts/bench_encoders.py --batch {args.batch} --repeats {args.repeats}`  \n"
                   f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
                   f"torch {torch.__version__} with {torch.get_num_threads()} threads, Python {sys.version.split()[0]}, "
-                  f"{time.strftime('%Y-%m-%d')}\n\n| encoder | forward (M samples/s) | forward+backward (M samples/s) |\n|---|---|---|\n")
-        body = "".join(f"| {name} | {fwd / 1e6:.3f} | {fb / 1e6:.3f} |\n" for name, fwd, fb in rows)
-        if comparison:
-            (peer_name, pf, pfb), (ratio_name, rf, rfb) = comparison
-            body += f"| {peer_name} | {pf / 1e6:.3f} | {pfb / 1e6:.3f} |\n| **{ratio_name}** (HashGrid 3D) | **{rf:.1f}x** | **{rfb:.1f}x** |\n"
+                  f"{time.strftime('%Y-%m-%d')}\n\nM samples/s; ratios are inr_enc over nerfstudio.\n\n| encoder | forward | fwd+bwd (params) | fwd+bwd (params + input) |\n|---|---|---|---|\n")
+        cells = [(name, [f"{r:.1f}x" if name.startswith("**ratio") else f"{r / 1e6:.3f}" for r in rates]) for name, *rates in rows]
+        body = "".join(f"| {name} | {' | '.join(values)} |\n" for name, values in cells)
         write_atomically(args.out, header + body)
 
 
