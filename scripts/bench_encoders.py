@@ -106,7 +106,7 @@ def main() -> None:
         ratios = [ours / other for ours, other in zip(rows[0][1:], theirs)]
         rows += [("nerfstudio HashEncoding(implementation='torch'), HashGrid 3D config", *theirs),
                  ("**ratio inr_enc / nerfstudio** (HashGrid 3D)", *ratios)]
-        print(f"nerfstudio torch HashEncoding: " + "  ".join(f"{r / 1e6:8.3f}" for r in theirs)
+        print("nerfstudio torch HashEncoding: " + "  ".join(f"{r / 1e6:8.3f}" for r in theirs)
               + "  M samples/s; ratio " + "  ".join(f"{r:.1f}x" for r in ratios), flush=True)
 
     if args.out:

@@ -36,9 +36,12 @@ class Composite(Encoder):
         explicit_begin = any("dims_to_encode_begin" in c for c in nested)
         n_specified = sum(check_int(self.otype, "n_dims_to_encode", c.get("n_dims_to_encode", 0), 0) for c in nested)
         if not explicit_begin and n_specified > self.n_input_dims:
-            raise config_error(self.otype, f"nested encodings take {n_specified} dims, more than the {self.n_input_dims} given")
-        if sum("n_dims_to_encode" not in c for c in nested) > 1 or (explicit_begin and not all("n_dims_to_encode" in c for c in nested)):
-            raise config_error(self.otype, "may leave 'n_dims_to_encode' out for a single nested encoding only (and none with 'dims_to_encode_begin')")
+            message = f"nested encodings take {n_specified} dims, more than the {self.n_input_dims} given"
+            raise config_error(self.otype, message)
+        n_unspecified = sum("n_dims_to_encode" not in c for c in nested)
+        if n_unspecified > 1 or (explicit_begin and n_unspecified):
+            message = "may leave 'n_dims_to_encode' out for a single nested encoding only (none with 'dims_to_encode_begin')"
+            raise config_error(self.otype, message)
 
         self.encoders = nn.ModuleList()
         self.slices: list[tuple[int, int]] = []
@@ -47,7 +50,8 @@ class Composite(Encoder):
             n_dims = entry.get("n_dims_to_encode", self.n_input_dims - n_specified)
             begin = check_int(self.otype, "dims_to_encode_begin", entry.get("dims_to_encode_begin", begin), 0)
             if begin + n_dims > self.n_input_dims:
-                raise config_error(self.otype, f"a nested encoding reads dims {begin}..{begin + n_dims - 1} of {self.n_input_dims}")
+                message = f"a nested encoding reads dims {begin}..{begin + n_dims - 1} of {self.n_input_dims}"
+                raise config_error(self.otype, message)
             inner = {k: v for k, v in entry.items() if k not in NESTED_ONLY_KEYS}
             if n_dims > 0:
                 encoder = build_encoder(inner, n_dims)
