@@ -71,11 +71,10 @@ def grid_index(grid_type: str, size: int, resolution: int, corner: list[int]) ->
     return index % size
 
 
-def encode_point(x, params, n_features, layout, grid_type, interpolation="Linear"):
-    """One point x (float32 values) -> [L * F] float64 output, looping over levels and corners."""
-    out = []
-    table = np.asarray(params, dtype=np.float64).reshape(-1, n_features)
-    for scale, resolution, size, offset in layout:
+def point_contributions(x, layout, grid_type, interpolation="Linear"):
+    """One point x (float32 values) -> [(level, table entry, weight)] for every corner it reads."""
+    contributions = []
+    for level, (scale, resolution, size, offset) in enumerate(layout):
         cells, fracs = [], []
         for xi in x:
             pos = to_f32(Fraction(float(xi)) * Fraction(scale) + Fraction(1, 2))  # fmaf(scale, x, 0.5f)
@@ -83,16 +82,32 @@ def encode_point(x, params, n_features, layout, grid_type, interpolation="Linear
             cells.append(max(-(2**31), min(2**31 - 1, floor)) & M32)  # (uint32)(int)floorf, saturating
             frac = pos - floor
             fracs.append(frac * frac * (3 - 2 * frac) if interpolation == "Smoothstep" else frac)
-        value = np.zeros(n_features)
         if interpolation == "Nearest":
-            value += table[offset + grid_index(grid_type, size, resolution, cells)]
-        else:
-            for corner_bits in range(2 ** len(x)):
-                weight, corner = 1.0, []
-                for dim in range(len(x)):
-                    bit = (corner_bits >> dim) & 1
-                    weight *= fracs[dim] if bit else 1 - fracs[dim]
-                    corner.append((cells[dim] + bit) & M32)
-                value += weight * table[offset + grid_index(grid_type, size, resolution, corner)]
-        out.extend(value)
-    return np.array(out)
+            contributions.append((level, offset + grid_index(grid_type, size, resolution, cells), 1.0))
+            continue
+        for corner_bits in range(2 ** len(x)):
+            weight, corner = 1.0, []
+            for dim in range(len(x)):
+                bit = (corner_bits >> dim) & 1
+                weight *= fracs[dim] if bit else 1 - fracs[dim]
+                corner.append((cells[dim] + bit) & M32)
+            contributions.append((level, offset + grid_index(grid_type, size, resolution, corner), weight))
+    return contributions
+
+
+def encode_point(x, params, n_features, layout, grid_type, interpolation="Linear"):
+    """One point x (float32 values) -> [L * F] float64 output, looping over levels and corners."""
+    table = np.asarray(params, dtype=np.float64).reshape(-1, n_features)
+    out = np.zeros((len(layout), n_features))
+    for level, entry, weight in point_contributions(x, layout, grid_type, interpolation):
+        out[level] += weight * table[entry]
+    return out.reshape(-1)
+
+
+def table_gradient(points, grad_out, n_entries, n_features, layout, grid_type, interpolation="Linear"):
+    """d(sum grad_out * encode(points)) / d(params): [n_entries * F], accumulated corner by corner."""
+    grad = np.zeros((n_entries, n_features))
+    for x, g in zip(points, np.asarray(grad_out, dtype=np.float64).reshape(len(points), len(layout), n_features)):
+        for level, entry, weight in point_contributions(x, layout, grid_type, interpolation):
+            grad[entry] += weight * g[level]
+    return grad.reshape(-1)

@@ -115,37 +115,38 @@ def grid_corners(x: torch.Tensor, levels: GridLevels, interpolation: str) -> tup
     return index, weights
 
 
-def _table_view(table: torch.Tensor) -> torch.Tensor:
-    """[E, F] -> the 1D view whose elements are whole rows where one exists (F = 2 as complex: one
-    index_select / scatter_add element per row, about twice as fast on CPU as 2D rows), else [E, F]."""
-    if table.shape[1] == 2:
-        return torch.view_as_complex(table)
-    return table[:, 0] if table.shape[1] == 1 else table
+def _row_elements(table: torch.Tensor) -> torch.Tensor | None:
+    """On CPU, [E, 1] or [E, 2] as a 1D tensor with one element per row (F = 2 as complex): gathering and
+    scatter-adding single elements is about twice as fast there as 2D rows. None where that does not apply."""
+    if table.device.type != "cpu" or table.shape[1] > 2:
+        return None
+    return torch.view_as_complex(table) if table.shape[1] == 2 else table[:, 0]
 
 
-def _rows(view: torch.Tensor) -> torch.Tensor:
-    """Inverse of _table_view for gathered rows: -> [M, F] real."""
-    if view.is_complex():
-        return torch.view_as_real(view)
-    return view.unsqueeze(-1) if view.dim() == 1 else view
+def _element_rows(elements: torch.Tensor) -> torch.Tensor:
+    """Inverse of _row_elements: [M] real or complex -> [M, F] real."""
+    return torch.view_as_real(elements) if elements.is_complex() else elements.unsqueeze(-1)
 
 
 def _gather(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """table [E, F], index [L, C, N] -> [L, C, N, F]."""
-    rows = _table_view(table).index_select(0, index.reshape(-1))
-    return _rows(rows).reshape(*index.shape, table.shape[1])
+    elements = _row_elements(table)
+    if elements is None:
+        rows = table.index_select(0, index.reshape(-1))
+    else:
+        rows = _element_rows(elements.index_select(0, index.reshape(-1)))
+    return rows.reshape(*index.shape, table.shape[1])
 
 
 def _scatter_add(table: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """zeros like table [E, F] with values [L, C, N, F] added at rows index [L, C, N] (out of place, differentiable)."""
     zeros = torch.zeros_like(table)
-    flat = index.reshape(-1)
-    if table.shape[1] <= 2:
-        target = _table_view(zeros)
-        source = values.reshape(-1, table.shape[1])
-        source = torch.view_as_complex(source) if target.is_complex() else source[:, 0]
-        return _rows(target.scatter_add(0, flat, source)).reshape(table.shape)
-    return zeros.index_add(0, flat, values.reshape(-1, table.shape[1]))
+    flat, rows = index.reshape(-1), values.reshape(-1, table.shape[1])
+    elements = _row_elements(zeros)
+    if elements is None:
+        return zeros.index_add(0, flat, rows)
+    source = torch.view_as_complex(rows) if elements.is_complex() else rows[:, 0]
+    return _element_rows(elements.scatter_add(0, flat, source)).reshape(table.shape)
 
 
 def _interpolate(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
