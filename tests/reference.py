@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 _libm = ctypes.CDLL(ctypes.util.find_library("m"))
-for _name in ("log2f", "exp2f"):
+for _name in ("log2f", "exp2f", "logf", "expf"):
     getattr(_libm, _name).restype = ctypes.c_float
     getattr(_libm, _name).argtypes = [ctypes.c_float]
 
@@ -33,6 +33,11 @@ def to_f32(value) -> float:
 def level_scale(level: int, per_level_scale: float, base_resolution: int) -> float:
     log2_scale = _libm.log2f(per_level_scale)
     return to_f32(to_f32(_libm.exp2f(to_f32(level * log2_scale)) * base_resolution) - 1)
+
+
+def dense_default_per_level_scale(n_levels: int, base_resolution: int) -> float:
+    """tcnn's DenseGrid default: std::exp(std::log(256.0f / (float)base_resolution) / (n_levels - 1)) in float."""
+    return _libm.expf(to_f32(Fraction(_libm.logf(to_f32(Fraction(256, base_resolution)))) / (n_levels - 1)))
 
 
 def level_layout(n_dims, grid_type, n_levels, log2_hashmap_size, base_resolution, per_level_scale):

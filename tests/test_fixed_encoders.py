@@ -197,3 +197,17 @@ def test_composite_reductions(reduction):
     a = build_encoder({"otype": "Frequency", "n_frequencies": 2}, 1)(x[:, :1])
     b = build_encoder({"otype": "TriangleWave", "n_frequencies": 4}, 1)(x[:, 1:])
     torch.testing.assert_close(build_encoder(cfg, 2)(x), a + b if reduction == "Sum" else a * b)
+
+
+def test_composite_dims_to_encode_begin():
+    cfg = {"otype": "Composite", "nested": [
+        {"otype": "Identity", "scale": 2.0, "n_dims_to_encode": 1, "dims_to_encode_begin": 2},
+        {"otype": "Identity", "offset": 1.0, "n_dims_to_encode": 2, "dims_to_encode_begin": 0}]}
+    x = torch.rand(5, 3)
+    torch.testing.assert_close(build_encoder(cfg, 3)(x), torch.stack([2 * x[:, 2], x[:, 0] + 1, x[:, 1] + 1], 1))
+
+
+def test_composite_unspecified_entry_takes_the_dims_left_in_order():
+    cfg = {"otype": "Composite", "nested": [{"otype": "Identity"}, {"otype": "Identity", "scale": 2.0, "n_dims_to_encode": 1}]}
+    x = torch.rand(5, 3)
+    torch.testing.assert_close(build_encoder(cfg, 3)(x), torch.stack([x[:, 0], x[:, 1], 2 * x[:, 2]], 1))

@@ -8,6 +8,7 @@ import torch
 
 import reference
 from inr_enc import build_encoder
+from inr_enc.encoders.grid_layout import grid_levels
 
 
 def _with_random_table(encoder, seed=0):
@@ -162,3 +163,73 @@ def test_overflowing_inputs_stay_finite():
     out = enc(torch.tensor([[3e38, -3e38], [-3.4e38, 1e37]]))
     assert torch.isfinite(out).all()
     assert out.abs().max() <= enc.params.abs().max() * 1.0001
+
+
+def test_layout_uses_the_c_library_float_functions_like_tcnn_host_code():
+    # glibc's log2f(13.063945f) is one ulp from the correctly rounded value; with it level 2 has 512 vertices
+    # per axis (scale 510.99988), with the correctly rounded value 513 (511.00006). tcnn's host code calls log2f.
+    enc = build_encoder({"otype": "DenseGrid", "n_levels": 3, "base_resolution": 3, "per_level_scale": 13.063944816589355}, 3)
+    layout = _layout_of(enc)
+    assert [s.item() for s in enc.levels.scale] == [scale for scale, *_ in layout]
+    assert enc.params.numel() == 2 * sum(size for _, _, size, _ in layout)
+
+
+@pytest.mark.parametrize("n_levels, base", [(4, 16), (8, 4), (3, 3), (16, 2)])
+def test_dense_default_per_level_scale(n_levels, base):
+    enc = build_encoder({"otype": "DenseGrid", "n_levels": n_levels, "base_resolution": base}, 2)
+    assert enc.config["per_level_scale"] == reference.dense_default_per_level_scale(n_levels, base)
+    assert _layout_of(enc)[-1][1] in (256, 257)  # the finest level reaches ~256 vertices per axis
+
+
+@pytest.mark.parametrize("d, extra", [(2, {"base_resolution": 6, "n_levels": 2, "per_level_scale": 1.5}),
+                                      (1, {"base_resolution": 20, "n_levels": 2, "per_level_scale": 1.3})])
+def test_negative_inputs_wrap_as_uint32_on_levels_whose_size_does_not_divide_2_32(d, extra):
+    enc = _with_random_table(build_encoder({"otype": "DenseGrid", **extra}, d))
+    layout = _layout_of(enc)
+    assert any(2**32 % size for _, _, size, _ in layout)
+    x = -torch.rand(16, d, generator=torch.Generator().manual_seed(5)) * 3
+    out = enc(x).detach().numpy()
+    for i in range(16):
+        expected = reference.encode_point(x[i].tolist(), enc.params.detach().numpy(), 2, layout, "Dense")
+        np.testing.assert_allclose(out[i], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_init_is_tcnn_uniform():
+    p = build_encoder({"otype": "HashGrid", "n_levels": 2, "log2_hashmap_size": 12}, 2).params.detach().double()
+    assert p.abs().max() <= 1e-4 and p.min() < -0.99e-4 and p.max() > 0.99e-4
+    assert abs(p.mean().item()) < 2e-6 and p.std().item() == pytest.approx(1e-4 / math.sqrt(3), rel=0.02)
+
+
+def test_row_major_index_at_the_largest_non_overflowing_3d_resolution():
+    # tcnn indexes a 3D level row-major up to 0x659 = 1625 vertices per axis; a tiled grid keeps the table small.
+    config = {"otype": "TiledGrid", "n_levels": 2, "base_resolution": 2, "per_level_scale": 812.25, "n_features_per_level": 1}
+    enc = _with_random_table(build_encoder(config, 3))
+    layout = _layout_of(enc)
+    assert layout[1][1] == 0x659
+    x = torch.rand(20, 3, generator=torch.Generator().manual_seed(6))
+    out = enc(x).detach().numpy()
+    for i in range(20):
+        expected = reference.encode_point(x[i].tolist(), enc.params.detach().numpy(), 1, layout, "Tiled")
+        np.testing.assert_allclose(out[i], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("args", [(3, "Dense", 2, 19, 1300, 1.0), (2, "Dense", 3, 19, 40000, 1.5), (3, "Tiled", 2, 19, 1700, 1.0)])
+def test_level_size_cap_in_layout(args):
+    # 1300^3 and 40000^2 vertices exceed tcnn's 2^31 - 1 entries per level (checked on the layout alone).
+    assert [(lvl.resolution, lvl.size, lvl.offset) for lvl in grid_levels(*args)] == [
+        (resolution, size, offset) for _, resolution, size, offset in reference.level_layout(*args)
+    ]
+
+
+@pytest.mark.parametrize("n_features", [1, 4, 8])
+def test_gradcheck_for_every_feature_width(n_features):
+    config = {"otype": "HashGrid", "n_levels": 2, "log2_hashmap_size": 4, "base_resolution": 3, "n_features_per_level": n_features}
+    enc = _with_random_table(build_encoder(config, 2)).double()
+    x = (0.05 + 0.9 * torch.rand(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))).requires_grad_()
+    params = enc.params.detach().clone().requires_grad_()
+
+    def fn(x, params):
+        return torch.func.functional_call(enc, {"params": params}, (x,))
+
+    assert torch.autograd.gradcheck(fn, (x, params), eps=1e-6, atol=1e-6)
+    assert torch.autograd.gradgradcheck(fn, (x, params), eps=1e-6, atol=1e-5)

@@ -5,15 +5,21 @@ Sources (NVlabs/tiny-cuda-nn): include/tiny-cuda-nn/common_device.h (``grid_scal
 
 Every step of the level scale is rounded to float32 like tcnn's ``exp2f(level * log2f(per_level_scale)) *
 base_resolution - 1.0f``: computing it in float64 instead changes some levels' resolution (and thus the
-layout) when the scale lands close to an integer. tcnn's device code is built with ``--use_fast_math``, so
-its kernels' ``exp2f`` may differ from this (correctly rounded) host value by an ulp in rare cases.
+layout) when the scale lands close to an integer. tcnn computes the layout on the host with the C library's
+float functions, so we call the same ones (libm's log2f, exp2f, logf, expf through ctypes): glibc's log2f
+is not correctly rounded for about 0.5% of arguments, and an ulp there can move a resolution by one. Where
+no C math library can be loaded, correctly rounded float32 values are used. tcnn's kernels are built with
+``--use_fast_math``, so on the GPU their ``exp2f`` may differ from the host value by an ulp in rare cases.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 import struct
 from dataclasses import dataclass
+from typing import Callable
 
 UINT32_MASK = 0xFFFFFFFF
 # Largest resolution per dimension count whose full row-major index cannot overflow uint32 (tcnn MAX_BASES).
@@ -27,10 +33,26 @@ def f32(value: float) -> float:
     return struct.unpack("f", struct.pack("f", value))[0]
 
 
+def _c_float_function(name: str, fallback: Callable[[float], float]) -> Callable[[float], float]:
+    """The C library's float function ``name`` (float -> float), or ``fallback`` rounded to float32."""
+    try:
+        function = getattr(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"), name)
+    except (OSError, AttributeError):
+        return lambda value: f32(fallback(value))
+    function.restype, function.argtypes = ctypes.c_float, [ctypes.c_float]
+    return function
+
+
+log2f = _c_float_function("log2f", math.log2)
+exp2f = _c_float_function("exp2f", lambda value: 2.0**value)
+logf = _c_float_function("logf", math.log)
+expf = _c_float_function("expf", math.exp)
+
+
 def grid_scale(level: int, per_level_scale: float, base_resolution: int) -> float:
-    """tcnn's grid_scale: exp2f(level * log2f(s)) * base_resolution - 1.0f, every op rounded to float32."""
-    log2_scale = f32(math.log2(f32(per_level_scale)))
-    return f32(f32(f32(2.0 ** f32(level * log2_scale)) * base_resolution) - 1.0)
+    """tcnn's grid_scale: exp2f(level * log2f(s)) * base_resolution - 1.0f, every op in float32."""
+    log2_scale = log2f(f32(per_level_scale))
+    return f32(f32(exp2f(f32(level * log2_scale)) * base_resolution) - 1.0)
 
 
 def grid_resolution(scale: float) -> int:
@@ -45,7 +67,7 @@ def default_per_level_scale(grid_type: str, n_levels: int, base_resolution: int)
         return 2.0
     if n_levels == 1:
         return 1.0
-    return f32(math.exp(f32(f32(math.log(f32(256.0 / base_resolution))) / (n_levels - 1))))
+    return expf(f32(logf(f32(256.0 / base_resolution)) / (n_levels - 1)))
 
 
 @dataclass(frozen=True)
