@@ -139,14 +139,14 @@ def _gather(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def _scatter_add(table: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """zeros like table [E, F] with values [L, C, N, F] added at rows index [L, C, N] (out of place, differentiable)."""
-    zeros = torch.zeros_like(table)
+    """A new [E, F] tensor: zeros with values [L, C, N, F] added at rows index [L, C, N] (differentiable in values)."""
+    result = torch.zeros_like(table)
     flat, rows = index.reshape(-1), values.reshape(-1, table.shape[1])
-    elements = _row_elements(zeros)
+    elements = _row_elements(result)
     if elements is None:
-        return zeros.index_add(0, flat, rows)
-    source = torch.view_as_complex(rows) if elements.is_complex() else rows[:, 0]
-    return _element_rows(elements.scatter_add(0, flat, source)).reshape(table.shape)
+        return result.index_add_(0, flat, rows)
+    elements.scatter_add_(0, flat, torch.view_as_complex(rows) if elements.is_complex() else rows[:, 0])
+    return result
 
 
 def _interpolate(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
