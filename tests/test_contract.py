@@ -8,6 +8,8 @@ from torch.func import functional_call
 
 from inr_enc import ENCODERS, build_encoder, load_config
 from inr_enc.config import available_configs
+from inr_enc.field import Field
+from inr_enc.tasks.fitting import resolve_training
 
 # One small config per otype, with its input dims, sized for gradcheck in float64.
 SMALL = {
@@ -162,10 +164,13 @@ def test_otype_is_case_insensitive_like_tcnn():
 
 
 @pytest.mark.parametrize("name", available_configs())
-def test_every_bundled_config_builds(name):
+def test_every_bundled_config_builds_a_field(name):
     config = load_config(name)
-    enc = build_encoder(config["encoding"], config.get("n_input_dims", 2))
-    assert enc.n_output_dims > 0
+    n_input_dims = 1 if name.endswith("audio") else 2
+    field = Field(n_input_dims, 3, {"encoding": config["encoding"], "network": config["network"]})
+    assert field(torch.rand(4, n_input_dims)).shape == (4, 3)
+    assert set(config) <= {"encoding", "network", "training", "seed"}
+    resolve_training(config.get("training"))
 
 
 def test_load_config_errors(tmp_path):

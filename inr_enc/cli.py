@@ -1,0 +1,156 @@
+"""``inr-fit``: fit an image or a WAV file with a field from a config, from the command line.
+
+    inr-fit image [PATH] [--config hashgrid] [--steps N] [--out DIR] [--train-split] [--seed S] ...
+    inr-fit audio PATH.wav [--config siren-audio] ...
+    inr-fit image --resume DIR [--steps N]
+
+Bad input prints one line on stderr and exits with code 2; Ctrl-C saves a checkpoint and exits with 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from .config import load_config
+from .encoders import ENCODERS
+from .encoders.base import check_keys
+from .field import Field
+from .tasks.audio import AudioTask
+from .tasks.fitting import CHECKPOINT, Fitter, resolve_training
+from .tasks.image import ImageTask
+from .tasks.outputs import OUTPUT_FILES, model_size_metrics, write_config, write_curve, write_metrics
+
+DEFAULT_IMAGE = Path(__file__).resolve().parent.parent / "data" / "astronaut.png"
+TASKS = {"image": (ImageTask, "hashgrid"), "audio": (AudioTask, "siren-audio")}
+CONFIG_KEYS = ("encoding", "network", "training", "seed")
+# flag -> key of the training section it overrides
+TRAINING_FLAGS = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "schedule": "schedule",
+                  "eval_every": "eval_every", "checkpoint_every": "checkpoint_every"}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="inr-fit", description="Fit an implicit neural representation to an image or a WAV file.")
+    parser.add_argument("task", choices=sorted(TASKS), help="what to fit")
+    parser.add_argument("path", nargs="?", type=Path, help="the signal (image: default data/astronaut.png)")
+    parser.add_argument("--config", help="config name in configs/ or a .yaml/.json file (image: hashgrid, audio: siren-audio)")
+    parser.add_argument("--out", type=Path, help="output folder (default out/<signal>-<config>)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier run in --out")
+    parser.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR")
+    parser.add_argument("--train-split", action="store_true", help="Tancik et al.: train on pixels [::2, ::2], test on [1::2, 1::2]")
+    parser.add_argument("--seed", type=int, help="seed of the initialisation and the batches (default: the config's, else 0)")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "mps"))
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--schedule", choices=("constant", "cosine"))
+    parser.add_argument("--eval-every", type=int, help="steps between PSNR evaluations (the curve)")
+    parser.add_argument("--checkpoint-every", type=int, metavar="K", help="steps between checkpoints")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser.parse_args(argv)
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available() or name == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"--device {name}: not available on this machine")
+    return torch.device(name)
+
+
+def _with_seed(section: dict[str, Any], seed: int, has_seed_key: bool) -> dict[str, Any]:
+    """The section with ``seed`` filled in where it takes one and the config did not set it."""
+    return {**section, "seed": section.get("seed", seed)} if has_seed_key else dict(section)
+
+
+def new_run(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
+    """Resolve a fresh run's config from the config file and the flags; prepare its output folder."""
+    name = args.config or TASKS[args.task][1]
+    config = load_config(name)
+    check_keys("config", config, CONFIG_KEYS)
+    seed = args.seed if args.seed is not None else config.get("seed", 0)
+    training = dict(config.get("training") or {})
+    training.update({key: getattr(args, flag) for flag, key in TRAINING_FLAGS.items() if getattr(args, flag) is not None})
+    path = args.path or (DEFAULT_IMAGE if args.task == "image" else None)
+    if path is None:
+        raise ValueError(f"inr-fit {args.task} needs the path of the signal")
+    encoding = dict(config.get("encoding") or {"otype": "Identity"})
+    encoder_class = {n.lower(): c for n, c in ENCODERS.items()}.get(str(encoding.get("otype", "")).lower())
+    run = {
+        "task": {"kind": args.task, "path": str(path), "train_split": args.train_split},
+        "config_name": Path(name).stem, "seed": seed,
+        "encoding": _with_seed(encoding, seed, encoder_class is not None and "seed" in encoder_class.defaults),
+        "network": _with_seed(dict(config.get("network") or {}), seed, True),
+        "training": resolve_training(training),
+    }
+    out = args.out or Path("out") / f"{Path(path).stem}-{Path(name).stem}"
+    if out.exists() and any(out.iterdir()) and not args.overwrite:
+        raise ValueError(f"{out} exists and is not empty; pass --overwrite to replace it or --resume {out} to continue")
+    return run, out
+
+
+def resumed_run(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
+    """The saved run in ``args.resume``; only --steps (and --quiet, --device) may change."""
+    clashing = [flag for flag in ("config", "path", "out", "seed", "batch_size", "lr", "schedule", "eval_every", "checkpoint_every")
+                if getattr(args, flag) is not None] + (["train_split"] if args.train_split else [])
+    if clashing:
+        raise ValueError(f"--resume continues with the saved config; drop --{clashing[0].replace('_', '-')}")
+    out = args.resume
+    if not (out / "config.yaml").is_file() or not (out / CHECKPOINT).is_file():
+        raise ValueError(f"{out}: no run to resume (needs config.yaml and {CHECKPOINT})")
+    run = yaml.safe_load((out / "config.yaml").read_text())
+    if run.get("task", {}).get("kind") != args.task:
+        raise ValueError(f"{out} holds a {run.get('task', {}).get('kind')} run, not {args.task}")
+    if args.steps is not None:
+        run["training"] = resolve_training({**run["training"], "steps": args.steps})
+    return run, out
+
+
+def fit(args: argparse.Namespace) -> dict[str, Any]:
+    run, out = resumed_run(args) if args.resume else new_run(args)
+    device = pick_device(args.device)
+    task_class = TASKS[args.task][0]
+    task = task_class(run["task"]["path"], run["task"]["train_split"])
+    run["task"] = {**run["task"], **task.describe()}
+    model = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
+    run.update(model.config)
+    if not args.resume:  # the signal and config are valid: only now replace an earlier run's outputs
+        for file in (*OUTPUT_FILES, "reconstruction.png", "reconstruction.wav"):
+            (out / file).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    fitter = Fitter(model, task.problem(), run["training"], run["seed"], out, device, run)
+    if args.resume:
+        fitter.load_checkpoint()
+    write_config(out, run)
+    state = fitter.run(quiet=args.quiet)
+    metrics = task.finish(model, out, run["training"]["eval_chunk"], device)
+    n_params = sum(p.numel() for p in model.parameters())
+    final_loss = {"loss": state.history[-1]["loss"]} if state.history else {}
+    metrics.update({**final_loss, "steps": state.step, "seconds": state.seconds, **model_size_metrics(n_params, task.n_samples, task.unit)})
+    write_metrics(out, metrics)
+    write_curve(out, state, f"{run['config_name']} on {Path(run['task']['path']).name}")
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        metrics = fit(args)
+    except ValueError as error:
+        print(f"inr-fit: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("inr-fit: interrupted; the checkpoint is saved, continue with --resume", file=sys.stderr)
+        return 130
+    if not args.quiet:
+        print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

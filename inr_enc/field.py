@@ -1,0 +1,39 @@
+"""A field: an encoder followed by a network, built from one config like tiny-cuda-nn's
+NetworkWithInputEncoding: ``{"encoding": {...}, "network": {...}}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from .encoders import build_encoder
+from .encoders.base import check_keys
+from .networks import MLP
+
+FIELD_KEYS = ("encoding", "network")
+
+
+class Field(nn.Module):
+    """x: [..., n_input_dims] coordinates in [0, 1] -> [..., n_output_dims].
+
+    ``config["encoding"]`` defaults to Identity (no encoding), ``config["network"]`` to tcnn's MLP defaults.
+    ``field.config`` is the resolved config of both parts.
+    """
+
+    def __init__(self, n_input_dims: int, n_output_dims: int, config: dict[str, Any]) -> None:
+        super().__init__()
+        if not isinstance(config, dict):
+            raise ValueError(f"field config must be a dict with keys {', '.join(FIELD_KEYS)}, got {type(config).__name__}")
+        check_keys("field", config, FIELD_KEYS)
+        self.encoder = build_encoder(config.get("encoding") or {"otype": "Identity"}, n_input_dims)
+        self.network = MLP(self.encoder.n_output_dims, n_output_dims, config.get("network"))
+        self.n_input_dims, self.n_output_dims = n_input_dims, n_output_dims
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"encoding": self.encoder.config, "network": dict(self.network.config)}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.network(self.encoder(x))

@@ -1,0 +1,268 @@
+"""inr-fit end to end on tiny signals: outputs, formats, determinism, resume, interrupts, bad input."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from inr_enc.cli import main as inr_fit
+from inr_enc.tasks.png16 import read_png16, write_png16
+from inr_enc.tasks.signals import read_image, read_wav, write_wav
+
+TINY = {
+    "encoding": {"otype": "Frequency", "n_frequencies": 3},
+    "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1},
+    "training": {"steps": 8, "lr": 1e-2, "eval_every": 2, "checkpoint_every": 2},
+}
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return path
+
+
+@pytest.fixture
+def image_path(tmp_path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "img.png"
+    iio.imwrite(path, rng.integers(0, 256, (12, 10, 3), dtype=np.uint8))
+    return path
+
+
+def fit(*args):
+    return inr_fit([*map(str, args), "--quiet"])
+
+
+def test_image_outputs(tmp_path, image_path, tiny_config):
+    out = tmp_path / "run"
+    assert fit("image", image_path, "--config", tiny_config, "--out", out, "--seed", 3) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.yaml", "curve.png", "metrics.json", "reconstruction.png"]
+    recon = iio.imread(out / "reconstruction.png")
+    assert recon.shape == (12, 10, 3) and recon.dtype == np.uint8
+    metrics = json.loads((out / "metrics.json").read_text())
+    for key in ("psnr", "ssim", "steps", "seconds", "n_params", "model_bytes_float32", "model_bytes_float16",
+                "bits_per_pixel_float32", "bits_per_pixel_float16", "loss"):
+        assert key in metrics
+    assert metrics["steps"] == 8 and metrics["model_bytes_float16"] == 2 * metrics["n_params"]
+    assert metrics["bits_per_pixel_float32"] == pytest.approx(32 * metrics["n_params"] / 120)
+    # PSNR is recomputed here from the written reconstruction (8-bit rounding changes it only slightly).
+    target = iio.imread(tmp_path / "img.png") / 255.0
+    assert metrics["psnr"] == pytest.approx(10 * np.log10(1 / np.mean((recon / 255.0 - target) ** 2)), abs=0.05)
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["seed"] == 3 and config["network"]["seed"] == 3 and config["training"]["steps"] == 8
+    assert config["encoding"] == {"otype": "Frequency", "n_frequencies": 3}
+    assert iio.imread(out / "curve.png").ndim == 3
+
+
+@pytest.mark.parametrize("kind", ["gray8", "rgb16", "rgba8", "jpeg", "tiff16"])
+def test_image_formats(tmp_path, tiny_config, kind):
+    rng = np.random.default_rng(1)
+    shapes = {"gray8": (9, 7), "rgb16": (9, 7, 3), "rgba8": (9, 7, 4), "jpeg": (16, 16, 3), "tiff16": (9, 7)}
+    dtype = np.uint16 if kind.endswith("16") else np.uint8
+    pixels = rng.integers(0, np.iinfo(dtype).max, shapes[kind], dtype=dtype)
+    path = tmp_path / {"jpeg": "in.jpg", "tiff16": "in.tif"}.get(kind, "in.png")
+    if kind == "rgb16":
+        write_png16(path, pixels)
+    else:
+        iio.imwrite(path, pixels)
+    assert fit("image", path, "--config", tiny_config, "--out", tmp_path / "run") == 0
+    recon = read_image(tmp_path / "run" / "reconstruction.png")
+    assert recon.pixels.shape[:2] == pixels.shape[:2] and recon.dtype == dtype
+    assert recon.pixels.shape[2] == (pixels.shape[2] if pixels.ndim == 3 else 1)
+
+
+@pytest.mark.parametrize("sample_format, channels", [("int16", 1), ("int32", 2), ("float32", 3)])
+def test_audio(tmp_path, tiny_config, sample_format, channels):
+    t = np.arange(400) / 8000
+    samples = np.stack([0.5 * np.sin(2 * np.pi * 220 * (c + 1) * t) for c in range(channels)], axis=1)
+    write_wav(tmp_path / "in.wav", samples, 8000, sample_format)
+    audio = read_wav(tmp_path / "in.wav")
+    assert audio.sample_format == sample_format and audio.rate == 8000
+    np.testing.assert_allclose(audio.samples, samples, atol=1e-4)
+    assert fit("audio", tmp_path / "in.wav", "--config", tiny_config, "--out", tmp_path / "run") == 0
+    recon = read_wav(tmp_path / "run" / "reconstruction.wav")
+    assert recon.samples.shape == (400, channels) and recon.sample_format == sample_format and recon.rate == 8000
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert "bits_per_sample_float32" in metrics and "ssim" not in metrics
+
+
+def test_train_split_scores_the_other_pixels(tmp_path, tiny_config):
+    image = np.zeros((10, 10), dtype=np.uint8)
+    image[1::2, 1::2] = 255  # test pixels white, training pixels black: a fit of the training pixels fails the test
+    iio.imwrite(tmp_path / "grid.png", image)
+    assert fit("image", tmp_path / "grid.png", "--config", tiny_config, "--out", tmp_path / "run", "--train-split", "--steps", 40) == 0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["psnr_train"] > metrics["psnr"] + 3
+
+
+def _final_state(out):
+    return torch.load(out / "checkpoint.pt", weights_only=True)
+
+
+def _curve(state):
+    """The evaluation curve without wall-clock times."""
+    return [(h["step"], h["loss"], h["psnr"]) for h in state["history"]]
+
+
+def test_same_seed_repeats_bit_for_bit(tmp_path, image_path, tiny_config):
+    for name, seed in (("a", 5), ("b", 5), ("c", 6)):
+        assert fit("image", image_path, "--config", tiny_config, "--out", tmp_path / name, "--seed", seed, "--batch-size", 30) == 0
+    a, b, c = (_final_state(tmp_path / n) for n in "abc")
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]) and _curve(a) == _curve(b)
+    assert not all(torch.equal(a["model"][k], c["model"][k]) for k in a["model"])
+
+
+def test_resume_continues_the_same_curve(tmp_path, image_path, tiny_config):
+    common = ["--config", tiny_config, "--seed", 2, "--batch-size", 30]
+    assert fit("image", image_path, *common, "--out", tmp_path / "full") == 0
+    assert fit("image", image_path, *common, "--out", tmp_path / "part", "--steps", 4) == 0
+    assert _final_state(tmp_path / "part")["step"] == 4
+    assert fit("image", "--resume", tmp_path / "part", "--steps", 8) == 0
+    full, resumed = _final_state(tmp_path / "full"), _final_state(tmp_path / "part")
+    assert resumed["step"] == 8 and _curve(resumed) == _curve(full)
+    assert all(torch.equal(full["model"][k], resumed["model"][k]) for k in full["model"])
+
+
+def _start(tmp_path, image_path, steps):
+    """inr-fit in a child process with a config slow enough to interrupt (checkpoint every step)."""
+    config = {**TINY, "network": {"n_neurons": 256, "n_hidden_layers": 4},
+              "training": {"steps": steps, "checkpoint_every": 1, "eval_every": 1000}}
+    (tmp_path / "slow.yaml").write_text(yaml.safe_dump(config))
+    big = tmp_path / "big.png"
+    iio.imwrite(big, np.random.default_rng(0).integers(0, 256, (200, 200, 3), dtype=np.uint8))
+    args = [sys.executable, "-m", "inr_enc.cli", "image", str(big), "--config", str(tmp_path / "slow.yaml"),
+            "--out", str(tmp_path / "run"), "--quiet"]
+    process = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not (tmp_path / "run" / "checkpoint.pt").exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    return process
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "kill-9"])
+def test_interrupted_run_leaves_a_valid_checkpoint_and_resumes(tmp_path, image_path, how):
+    process = _start(tmp_path, image_path, steps=100000)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT if how == "ctrl-c" else signal.SIGKILL)
+    _, stderr = process.communicate(timeout=60)
+    if how == "ctrl-c":
+        assert process.returncode == 130 and "interrupted; the checkpoint is saved" in stderr
+    else:
+        assert process.returncode == -signal.SIGKILL
+    state = _final_state(tmp_path / "run")  # loads: never a torn file
+    assert state["step"] >= 1 and not list((tmp_path / "run").glob(".*.tmp"))
+    assert fit("image", "--resume", tmp_path / "run", "--steps", state["step"] + 1) == 0
+    assert _final_state(tmp_path / "run")["step"] == state["step"] + 1
+
+
+def _bad(capsys, *args):
+    code = fit(*args)
+    err = capsys.readouterr().err.strip()
+    return code, err
+
+
+@pytest.mark.filterwarnings("ignore:.*zero-size array")
+def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, image_path, tiny_config):
+    (tmp_path / "corrupt.png").write_bytes(b"\x89PNG\r\n\x1a\n not really a png")
+    (tmp_path / "corrupt.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunk")
+    iio.imwrite(tmp_path / "empty.tif", np.zeros((0, 4), dtype=np.uint8))
+    bad_key = tmp_path / "bad.yaml"
+    bad_key.write_text(yaml.safe_dump({**TINY, "network": {"n_neuron": 16}}))
+    cases = [
+        (("image", tmp_path / "missing.png", "--config", tiny_config), "no such file"),
+        (("image", tmp_path / "corrupt.png", "--config", tiny_config), "cannot read as an image"),
+        (("audio", tmp_path / "corrupt.wav", "--config", tiny_config), "corrupt WAV file"),
+        (("audio", image_path, "--config", tiny_config), "not a WAV file"),
+        (("image", tmp_path / "empty.tif", "--config", tiny_config), "the image is empty"),
+        (("image", image_path, "--config", bad_key), "unknown config key 'n_neuron' (did you mean 'n_neurons'?)"),
+        (("image", image_path, "--config", "no-such-config"), "no config file or named config 'no-such-config'"),
+    ]
+    for args, message in cases:
+        code, err = _bad(capsys, *args, "--out", tmp_path / "never")
+        assert code == 2 and message in err and len(err.splitlines()) == 1 and "Traceback" not in err, (args, err)
+    for args, message in [
+        (("image", "--resume", tmp_path / "nothing"), "no run to resume"),
+        (("image", "--resume", tmp_path / "nothing", "--lr", "0.1"), "--resume continues with the saved config; drop --lr"),
+    ]:
+        code, err = _bad(capsys, *args)
+        assert code == 2 and message in err and len(err.splitlines()) == 1 and "Traceback" not in err, (args, err)
+    assert not (tmp_path / "never").exists()
+
+
+def test_existing_output_is_not_overwritten(tmp_path, capsys, image_path, tiny_config):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "metrics.json").write_text("precious")
+    code, err = _bad(capsys, "image", image_path, "--config", tiny_config, "--out", out)
+    assert code == 2 and "exists and is not empty; pass --overwrite" in err
+    assert (out / "metrics.json").read_text() == "precious"
+    # With --overwrite, a bad signal still leaves the earlier outputs alone.
+    code, err = _bad(capsys, "image", tmp_path / "missing.png", "--config", tiny_config, "--out", out, "--overwrite")
+    assert code == 2 and (out / "metrics.json").read_text() == "precious"
+    assert fit("image", image_path, "--config", tiny_config, "--out", out, "--overwrite") == 0
+    assert json.loads((out / "metrics.json").read_text())["steps"] == 8
+
+
+def test_large_image_reconstructs_in_bounded_memory(tmp_path):
+    big = tmp_path / "big.png"
+    ramp = np.broadcast_to(np.linspace(0, 255, 4096, dtype=np.uint8)[None, :, None], (4096, 4096, 3))
+    iio.imwrite(big, np.ascontiguousarray(ramp))
+    config = {**TINY, "training": {"steps": 1, "batch_size": 4096}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    code = ("import resource, sys; from inr_enc.cli import main; rc = main(sys.argv[1:]); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(rc)")
+    result = subprocess.run([sys.executable, "-c", code, "image", str(big), "--config", str(tmp_path / "c.yaml"),
+                             "--out", str(tmp_path / "run"), "--quiet"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    peak_kib = int(result.stdout.strip().splitlines()[-1])
+    assert peak_kib < 2 * 1024 * 1024, f"peak RSS {peak_kib / 1024:.0f} MiB"
+    assert iio.imread(tmp_path / "run" / "reconstruction.png").shape == (4096, 4096, 3)
+
+
+def _png16_with_filters(path, pixels):
+    """A 16-bit PNG whose rows use filters 0..4 in turn, encoded by a slow loop from the PNG specification."""
+    import struct
+    import zlib
+
+    height, width, channels = pixels.shape
+    bpp, raw = 2 * channels, pixels.astype(">u2").view(np.uint8).reshape(height, -1).astype(int)
+    out, previous = bytearray(), [0] * raw.shape[1]
+    for y in range(height):
+        kind, row = y % 5, raw[y].tolist()
+        encoded = []
+        for x, value in enumerate(row):
+            a = row[x - bpp] if x >= bpp else 0
+            b, c = previous[x], previous[x - bpp] if x >= bpp else 0
+            p = a + b - c
+            paeth = a if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c) else b if abs(p - b) <= abs(p - c) else c
+            predictor = [0, a, b, (a + b) // 2, paeth][kind]
+            encoded.append((value - predictor) % 256)
+        out += bytes([kind] + encoded)
+        previous = row
+
+    def chunk(tag, body):
+        return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body) & 0xFFFFFFFF)
+
+    colour = {2: 4, 3: 2, 4: 6}[channels]
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 16, colour, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(bytes(out))) + chunk(b"IEND", b""))
+
+
+@pytest.mark.parametrize("channels", [2, 3, 4])
+def test_16bit_colour_png_decodes_every_filter(tmp_path, channels):
+    pixels = np.random.default_rng(channels).integers(0, 65536, (11, 7, channels), dtype=np.uint16)
+    _png16_with_filters(tmp_path / "f.png", pixels)
+    assert np.array_equal(read_png16(tmp_path / "f.png"), pixels)
+    write_png16(tmp_path / "w.png", pixels)
+    assert np.array_equal(read_png16(tmp_path / "w.png"), pixels)
