@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 demo:
 	$(PYTHON) -m venv .venv
 	.venv/bin/pip install -q $(TORCH) -e .
-	.venv/bin/inr-fit image --overwrite
+	.venv/bin/inr-fit image --steps 300 --overwrite
 
 test:
 	$(PYTHON) -m venv .venv-test

@@ -1,6 +1,6 @@
 """Fit every image config on scikit-image's camera and astronaut and write docs/results.md.
 
-    python scripts/fit_all.py [--size 512] [--step-scale 1.0] [--configs relu nerf-pe ...] [--out out/results]
+    python scripts/fit_all.py [--size 512] [--step-scale 1.0] [--configs relu nerf-pe ...] [--images camera astronaut]
 
 Each config runs through ``inr-fit image`` with its own settings; the Tancik et al. configs (relu, nerf-pe,
 tancik-gaussian, learnable-fourier) use --train-split (train on [::2, ::2], PSNR on [1::2, 1::2]), the others
@@ -26,13 +26,13 @@ TANCIK = ("relu", "nerf-pe", "tancik-gaussian", "learnable-fourier")
 IMAGE_CONFIGS = ("relu", "nerf-pe", "tancik-gaussian", "learnable-fourier", "siren", "spder", "hashgrid", "densegrid")
 
 
-def test_images(size: int, folder: Path) -> list[Path]:
-    """camera (grey) and astronaut (RGB) from scikit-image's bundled data, resized to size x size, as PNG."""
+def test_images(names: list[str], size: int, folder: Path) -> list[Path]:
+    """scikit-image's bundled images (camera: grey, astronaut: RGB), resized to size x size, as PNG."""
     from skimage import data
     from skimage.transform import resize
 
     paths = []
-    for name in ("camera", "astronaut"):
+    for name in names:
         image = getattr(data, name)()
         if image.shape[0] != size:
             image = resize(image, (size, size), anti_aliasing=True, preserve_range=True)
@@ -48,13 +48,14 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--step-scale", type=float, default=1.0)
     parser.add_argument("--configs", nargs="+", default=list(IMAGE_CONFIGS))
+    parser.add_argument("--images", nargs="+", default=["camera", "astronaut"])
     parser.add_argument("--out", type=Path, default=Path("out/results"))
     parser.add_argument("--report", type=Path, default=Path("docs/results.md"))
     args = parser.parse_args()
 
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for image in test_images(args.size, args.out):
+    for image in test_images(args.images, args.size, args.out):
         for name in args.configs:
             steps = max(1, round(load_config(name)["training"]["steps"] * args.step_scale))
             run_dir = args.out / f"{image.stem}-{name}"
@@ -76,8 +77,8 @@ def write_report(args: argparse.Namespace, rows: list) -> None:
     lines = [
         "# Image fitting results", "",
         f"Command: `python scripts/fit_all.py --size {args.size} --step-scale {args.step_scale} "
-        f"--configs {' '.join(args.configs)}`  ",
-        f"Images: scikit-image camera (grey) and astronaut (RGB) at {args.size}x{args.size}; steps = each config's "
+        f"--configs {' '.join(args.configs)} --images {' '.join(args.images)}`  ",
+        f"Images: scikit-image {', '.join(args.images)} at {args.size}x{args.size}; steps = each config's "
         f"steps x {args.step_scale}. Machine: 2 CPU cores, {time.strftime('%Y-%m-%d')}. Reconstructions: "
         f"`{args.out}/<image>-<config>/reconstruction.png` (not committed).", "",
         "| image | config | PSNR (dB) | scored on | SSIM | final train loss | steps | train s | wall s | params |",
