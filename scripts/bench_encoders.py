@@ -14,13 +14,13 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
 from inr_enc import build_encoder
+from inr_enc.io import write_text_atomically
 
 HASHGRID_3D = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 19,
                "base_resolution": 16, "per_level_scale": 2.0}
@@ -80,13 +80,6 @@ def nerfstudio_hash_encoding() -> torch.nn.Module | None:
                         log2_hashmap_size=HASHGRID_3D["log2_hashmap_size"], features_per_level=2, implementation="torch")
 
 
-def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=2**16)
@@ -117,7 +110,7 @@ def main() -> None:
                   f"{time.strftime('%Y-%m-%d')}\n\nM samples/s; ratios are inr_enc over nerfstudio.\n\n| encoder | forward | fwd+bwd (params) | fwd+bwd (params + input) |\n|---|---|---|---|\n")
         cells = [(name, [f"{r:.1f}x" if name.startswith("**ratio") else f"{r / 1e6:.3f}" for r in rates]) for name, *rates in rows]
         body = "".join(f"| {name} | {' | '.join(values)} |\n" for name, values in cells)
-        write_atomically(args.out, header + body)
+        write_text_atomically(args.out, header + body)
 
 
 if __name__ == "__main__":
