@@ -18,7 +18,7 @@ import torch
 import yaml
 
 from .config import load_config
-from .encoders import ENCODERS
+from .encoders import encoder_class
 from .encoders.base import check_keys
 from .field import Field
 from .tasks.audio import AudioTask
@@ -80,11 +80,10 @@ def new_run(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     if path is None:
         raise ValueError(f"inr-fit {args.task} needs the path of the signal")
     encoding = dict(config.get("encoding") or {"otype": "Identity"})
-    encoder_class = {n.lower(): c for n, c in ENCODERS.items()}.get(str(encoding.get("otype", "")).lower())
     run = {
         "task": {"kind": args.task, "path": str(path), "train_split": args.train_split},
         "config_name": Path(name).stem, "seed": seed,
-        "encoding": _with_seed(encoding, seed, encoder_class is not None and "seed" in encoder_class.defaults),
+        "encoding": _with_seed(encoding, seed, "seed" in encoder_class(encoding.get("otype")).defaults),
         "network": _with_seed(dict(config.get("network") or {}), seed, True),
         "training": resolve_training(training),
     }
@@ -120,7 +119,7 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
     model = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
     run.update(model.config)
     if not args.resume:  # the signal and config are valid: only now replace an earlier run's outputs
-        for file in (*OUTPUT_FILES, "reconstruction.png", "reconstruction.wav"):
+        for file in OUTPUT_FILES:
             (out / file).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     fitter = Fitter(model, task.problem(), run["training"], run["seed"], out, device, run)

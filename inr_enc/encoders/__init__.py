@@ -9,12 +9,12 @@ from .learnable_fourier import LearnableFourier
 from .nerf import NeRF
 from .one_blob import OneBlob
 from .random_fourier import RandomFourier
-from .registry import ENCODERS, build_encoder
+from .registry import ENCODERS, build_encoder, encoder_class
 from .spherical_harmonics import SphericalHarmonics
 from .triangle_wave import TriangleWave
 
 __all__ = [
     "ENCODERS", "Composite", "DenseGrid", "Encoder", "Frequency", "Grid", "HashGrid", "Identity",
     "LearnableFourier", "NeRF", "OneBlob", "RandomFourier", "SphericalHarmonics", "TiledGrid",
-    "TriangleWave", "build_encoder",
+    "TriangleWave", "build_encoder", "encoder_class",
 ]

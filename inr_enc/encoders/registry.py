@@ -26,6 +26,14 @@ ENCODERS: dict[str, type[Encoder]] = {
 }
 
 
+def encoder_class(otype: Any) -> type[Encoder]:
+    """The class registered for ``otype``, matched case-insensitively as tcnn does; ValueError listing the valid ones."""
+    by_lower = {name.lower(): cls for name, cls in ENCODERS.items()}
+    if not isinstance(otype, str) or otype.lower() not in by_lower:
+        raise ValueError(f"unknown encoding otype {otype!r}; valid otypes: {', '.join(sorted(ENCODERS))}")
+    return by_lower[otype.lower()]
+
+
 def build_encoder(config: dict[str, Any], n_input_dims: int) -> Encoder:
     """Build the encoder named by ``config["otype"]`` (case-insensitive, as in tcnn) for ``n_input_dims`` inputs.
 
@@ -34,8 +42,4 @@ def build_encoder(config: dict[str, Any], n_input_dims: int) -> Encoder:
     """
     if not isinstance(config, dict):
         raise ValueError(f"encoding config must be a dict, got {type(config).__name__}")
-    otype = config.get("otype")
-    by_lower = {name.lower(): cls for name, cls in ENCODERS.items()}
-    if not isinstance(otype, str) or otype.lower() not in by_lower:
-        raise ValueError(f"unknown encoding otype {otype!r}; valid otypes: {', '.join(sorted(ENCODERS))}")
-    return by_lower[otype.lower()](n_input_dims, config)
+    return encoder_class(config.get("otype"))(n_input_dims, config)

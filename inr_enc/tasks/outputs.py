@@ -1,4 +1,6 @@
-"""What every fit writes next to its reconstruction: metrics.json, curve.png and config.yaml (atomically)."""
+"""What every fit writes next to its reconstruction: metrics.json, curve.png and config.yaml (atomically).
+
+``OUTPUT_FILES`` names everything a run writes, so --overwrite knows what to replace."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import yaml
 from ..io import atomic_path, write_text_atomically
 from .fitting import FitState
 
-OUTPUT_FILES = ("config.yaml", "checkpoint.pt", "metrics.json", "curve.png")
+OUTPUT_FILES = ("config.yaml", "checkpoint.pt", "metrics.json", "curve.png", "reconstruction.png", "reconstruction.wav")
 
 
 def write_config(out_dir: Path, config: dict[str, Any]) -> None:
