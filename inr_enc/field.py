@@ -19,15 +19,16 @@ class Field(nn.Module):
     """x: [..., n_input_dims] coordinates in [0, 1] -> [..., n_output_dims].
 
     ``config["encoding"]`` defaults to Identity (no encoding), ``config["network"]`` to tcnn's MLP defaults.
-    ``field.config`` is the resolved config of both parts.
+    ``field.config`` is the resolved config of both parts. ``backend`` is the encoder's: "auto" runs it through
+    tiny-cuda-nn on CUDA when tinycudann is installed, torch otherwise, on the same parameters.
     """
 
-    def __init__(self, n_input_dims: int, n_output_dims: int, config: dict[str, Any]) -> None:
+    def __init__(self, n_input_dims: int, n_output_dims: int, config: dict[str, Any], backend: str = "auto") -> None:
         super().__init__()
         if not isinstance(config, dict):
             raise ValueError(f"field config must be a dict with keys {', '.join(FIELD_KEYS)}, got {type(config).__name__}")
         check_keys("field", config, FIELD_KEYS)
-        self.encoder = build_encoder(config.get("encoding") or {"otype": "Identity"}, n_input_dims)
+        self.encoder = build_encoder(config.get("encoding") or {"otype": "Identity"}, n_input_dims, backend)
         self.network = MLP(self.encoder.n_output_dims, n_output_dims, config.get("network"))
         self.n_input_dims, self.n_output_dims = n_input_dims, n_output_dims
 

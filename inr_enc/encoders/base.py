@@ -14,6 +14,8 @@ from typing import Any, ClassVar, Iterable
 import torch
 from torch import nn
 
+from .tcnn_backend import BACKENDS, tcnn_encode, uses_tcnn
+
 
 def config_error(otype: str, message: str) -> ValueError:
     return ValueError(f"{otype}: {message}")
@@ -78,15 +80,20 @@ class Encoder(nn.Module):
     Subclasses set ``otype`` and ``defaults`` (every valid key with its default), implement
     ``_setup(config)`` (validate values, build parameters, set ``n_output_dims``) and
     ``encode(x: [N, n_input_dims]) -> [N, n_output_dims]`` in ``x``'s dtype (float32 or float64).
+    Encodings that tiny-cuda-nn also has set ``tcnn_compatible`` (or override ``tcnn_config``); ``backend``
+    ("auto" | "torch" | "tcnn", see tcnn_backend.py) picks who computes the forward pass.
     """
 
     otype: ClassVar[str]
     defaults: ClassVar[dict[str, Any]] = {}
     min_input_dims: ClassVar[int] = 1
     max_input_dims: ClassVar[int | None] = None
+    tcnn_compatible: ClassVar[bool] = False
 
-    def __init__(self, n_input_dims: int, config: dict | None = None) -> None:
+    def __init__(self, n_input_dims: int, config: dict | None = None, backend: str = "auto") -> None:
         super().__init__()
+        self.backend = check_choice(self.otype, "backend", backend, BACKENDS)
+        self._tcnn_modules: dict[torch.device, nn.Module] = {}
         config = dict(config or {})
         config.pop("otype", None)
         check_keys(self.otype, config, self.defaults)
@@ -107,6 +114,10 @@ class Encoder(nn.Module):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def tcnn_config(self) -> dict[str, Any] | None:
+        """This encoder as a tiny-cuda-nn encoding config, or None where tcnn has no equivalent."""
+        return self.config if self.tcnn_compatible else None
+
     def check_input(self, x: torch.Tensor) -> torch.Tensor:
         """Validate ``x: [..., n_input_dims]`` and return it as ``[N, n_input_dims]`` in the compute dtype."""
         if not isinstance(x, torch.Tensor):
@@ -124,7 +135,8 @@ class Encoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., n_input_dims] coordinates (nominally in [0, 1]) -> [..., n_output_dims], float32 (float64 for float64 x)."""
         batch_shape = x.shape[:-1] if isinstance(x, torch.Tensor) and x.dim() > 0 else ()
-        out = self.encode(self.check_input(x))
+        x = self.check_input(x)
+        out = tcnn_encode(self, x, self._tcnn_modules) if uses_tcnn(self, x) else self.encode(x)
         return out.reshape(*batch_shape, self.n_output_dims)
 
     def extra_repr(self) -> str:

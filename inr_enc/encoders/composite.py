@@ -68,6 +68,16 @@ class Composite(Encoder):
         self.n_output_dims = sum(widths) if self.reduction == "Concatenation" else widths[0]
         return {"nested": resolved, "reduction": self.reduction}
 
+    def tcnn_config(self) -> dict[str, Any] | None:
+        """The same composition for tcnn, or None when a nested encoding has no tcnn equivalent."""
+        nested = []
+        for encoder, (begin, end) in zip(self.encoders, self.slices):
+            inner = encoder.tcnn_config()
+            if inner is None:
+                return None
+            nested.append({**inner, "n_dims_to_encode": end - begin, "dims_to_encode_begin": begin})
+        return {"otype": self.otype, "nested": nested, "reduction": self.reduction}
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         outputs = [enc.encode(x[:, begin:end]) for enc, (begin, end) in zip(self.encoders, self.slices)]
         if self.reduction == "Concatenation":

@@ -26,6 +26,7 @@ class Frequency(Encoder):
     """``{"otype": "Frequency", "n_frequencies": 12}``: x: [..., d] -> [..., 2 * F * d] in [-1, 1]."""
 
     otype = "Frequency"
+    tcnn_compatible = True
     defaults = {"n_frequencies": 12}
 
     def _setup(self, config: dict[str, Any]) -> dict[str, Any]:

@@ -78,6 +78,14 @@ class Grid(Encoder):
             "interpolation": self.interpolation, "hash": hash_name, "seed": seed,
         }
 
+    def tcnn_config(self) -> dict[str, Any] | None:
+        """tcnn's default build compiles grids for 2 to 4 input dims and the CoherentPrime hash only."""
+        config = self.config
+        if not 2 <= self.n_input_dims <= 4 or config["hash"] != "CoherentPrime":
+            return None
+        del config["seed"]
+        return config
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return grid_encoding(x, self.params, self.levels, self.n_features_per_level, self.interpolation)
 

@@ -16,6 +16,7 @@ class Identity(Encoder):
     """
 
     otype = "Identity"
+    tcnn_compatible = True
     defaults = {"scale": 1.0, "offset": 0.0}
 
     def _setup(self, config: dict[str, Any]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ class OneBlob(Encoder):
     """``{"otype": "OneBlob", "n_bins": 16}`` (n_bins a power of two): x: [..., d] -> [..., n_bins * d] in [0, 1]."""
 
     otype = "OneBlob"
+    tcnn_compatible = True
     defaults = {"n_bins": 16}
 
     def _setup(self, config: dict[str, Any]) -> dict[str, Any]:

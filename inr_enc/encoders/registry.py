@@ -34,12 +34,12 @@ def encoder_class(otype: Any) -> type[Encoder]:
     return by_lower[otype.lower()]
 
 
-def build_encoder(config: dict[str, Any], n_input_dims: int) -> Encoder:
+def build_encoder(config: dict[str, Any], n_input_dims: int, backend: str = "auto") -> Encoder:
     """Build the encoder named by ``config["otype"]`` (case-insensitive, as in tcnn) for ``n_input_dims`` inputs.
 
     Raises ValueError for a missing or unknown otype (listing the valid ones), an unknown key
-    (listing the valid keys) or an out-of-range value.
+    (listing the valid keys) or an out-of-range value. ``backend``: "auto" | "torch" | "tcnn" (tcnn_backend.py).
     """
     if not isinstance(config, dict):
         raise ValueError(f"encoding config must be a dict, got {type(config).__name__}")
-    return encoder_class(config.get("otype"))(n_input_dims, config)
+    return encoder_class(config.get("otype"))(n_input_dims, config, backend)

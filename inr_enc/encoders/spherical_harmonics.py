@@ -60,6 +60,7 @@ class SphericalHarmonics(Encoder):
     """``{"otype": "SphericalHarmonics", "degree": 4}``: x: [..., 3] -> [..., degree^2], degree in 1..8."""
 
     otype = "SphericalHarmonics"
+    tcnn_compatible = True
     defaults = {"degree": 4}
 
     def _setup(self, config: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ class TriangleWave(Encoder):
     """``{"otype": "TriangleWave", "n_frequencies": 12}``: x: [..., d] -> [..., F * d] in [-1, 1]."""
 
     otype = "TriangleWave"
+    tcnn_compatible = True
     defaults = {"n_frequencies": 12}
 
     def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
