@@ -28,6 +28,7 @@ SMALL = {
     "NeRF": ({"otype": "NeRF", "n_frequencies": 3}, 3),
     "RandomFourier": ({"otype": "RandomFourier", "n_features": 8, "sigma": 2.0}, 2),
     "LearnableFourier": ({"otype": "LearnableFourier", "n_features": 6, "n_hidden": 4, "n_output": 3, "sigma": 1.0}, 2),
+    "Progressive": ({"otype": "Progressive", "nested": {"otype": "NeRF", "n_frequencies": 3}, "end_step": 0}, 2),
 }
 
 

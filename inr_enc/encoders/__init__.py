@@ -8,6 +8,7 @@ from .identity import Identity
 from .learnable_fourier import LearnableFourier
 from .nerf import NeRF
 from .one_blob import OneBlob
+from .progressive import Progressive
 from .random_fourier import RandomFourier
 from .registry import ENCODERS, build_encoder, encoder_class
 from .spherical_harmonics import SphericalHarmonics
@@ -15,6 +16,6 @@ from .triangle_wave import TriangleWave
 
 __all__ = [
     "ENCODERS", "Composite", "DenseGrid", "Encoder", "Frequency", "Grid", "HashGrid", "Identity",
-    "LearnableFourier", "NeRF", "OneBlob", "RandomFourier", "SphericalHarmonics", "TiledGrid",
+    "LearnableFourier", "NeRF", "OneBlob", "Progressive", "RandomFourier", "SphericalHarmonics", "TiledGrid",
     "TriangleWave", "build_encoder", "encoder_class",
 ]

@@ -114,6 +114,11 @@ class Encoder(nn.Module):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def output_bands(self) -> torch.Tensor | None:
+        """Band of each output dim, [n_output_dims] int64, coarse to fine from 0 (-1: always on, e.g. NeRF's
+        raw input), for encodings ordered by frequency or resolution; None for the others."""
+        return None
+
     def tcnn_config(self) -> dict[str, Any] | None:
         """This encoder as a tiny-cuda-nn encoding config, or None where tcnn has no equivalent."""
         return self.config if self.tcnn_compatible else None

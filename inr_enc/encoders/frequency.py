@@ -34,5 +34,9 @@ class Frequency(Encoder):
         self.n_output_dims = self.n_input_dims * 2 * self.n_frequencies
         return {"n_frequencies": self.n_frequencies}
 
+    def output_bands(self) -> torch.Tensor:
+        """Output j is at frequency 2^((j // 2) mod F) pi."""
+        return (torch.arange(self.n_output_dims) // 2) % self.n_frequencies
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return frequency_encoding(x, self.n_frequencies)

@@ -86,6 +86,10 @@ class Grid(Encoder):
         del config["seed"]
         return config
 
+    def output_bands(self) -> torch.Tensor:
+        """Output j belongs to level j // n_features_per_level (tcnn's level-major layout)."""
+        return torch.arange(self.n_output_dims) // self.n_features_per_level
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return grid_encoding(x, self.params, self.levels, self.n_features_per_level, self.interpolation)
 

@@ -41,5 +41,11 @@ class NeRF(Encoder):
         self.n_output_dims = self.n_input_dims * (2 * self.n_frequencies + int(self.include_input))
         return {"n_frequencies": self.n_frequencies, "scale": scale_name, "include_input": self.include_input}
 
+    def output_bands(self) -> torch.Tensor:
+        """The raw input (if included) is always on; then sin and cos blocks, d wide, per frequency."""
+        d = self.n_input_dims
+        bands = torch.arange(2 * self.n_frequencies * d) // (2 * d)
+        return torch.cat([torch.full((d,), -1), bands]) if self.include_input else bands
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return nerf_encoding(x, self.n_frequencies, self.scale, self.include_input)

@@ -12,6 +12,7 @@ from .identity import Identity
 from .learnable_fourier import LearnableFourier
 from .nerf import NeRF
 from .one_blob import OneBlob
+from .progressive import Progressive
 from .random_fourier import RandomFourier
 from .spherical_harmonics import SphericalHarmonics
 from .triangle_wave import TriangleWave
@@ -21,7 +22,7 @@ ENCODERS: dict[str, type[Encoder]] = {
     for cls in (
         Identity, Frequency, OneBlob, TriangleWave, SphericalHarmonics, Composite,
         Grid, HashGrid, DenseGrid, TiledGrid,
-        NeRF, RandomFourier, LearnableFourier,
+        NeRF, RandomFourier, LearnableFourier, Progressive,
     )
 }
 

@@ -30,5 +30,9 @@ class TriangleWave(Encoder):
         self.n_output_dims = self.n_input_dims * self.n_frequencies
         return {"n_frequencies": self.n_frequencies}
 
+    def output_bands(self) -> torch.Tensor:
+        """Output j (dim-major) has period 2^(1 - j mod F)."""
+        return torch.arange(self.n_output_dims) % self.n_frequencies
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         return triangle_wave_encoding(x, self.n_frequencies)

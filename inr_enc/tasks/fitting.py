@@ -19,6 +19,7 @@ import torch
 from tqdm import tqdm
 
 from ..encoders.base import check_choice, check_float, check_int, check_keys
+from ..encoders.progressive import set_training_step
 from ..io import atomic_path
 
 TRAINING_DEFAULTS: dict[str, Any] = {
@@ -134,6 +135,7 @@ class Fitter:
         else:
             index = torch.randint(n, (batch,), generator=self.batches).to(self.device)
             coords, values = self.train_coords[index], self.train_values[index]
+        set_training_step(self.model, self.state.step)
         loss = _loss(self.training["loss"], self.model(coords).float(), values)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -153,6 +155,7 @@ class Fitter:
                     loss = self._step()
                     state.seconds += time.perf_counter() - start
                     state.step += 1
+                    set_training_step(self.model, state.step)  # evaluate and save as of the step just taken
                     if state.step % self.training["eval_every"] == 0 or state.step == steps:
                         state.history.append({"step": state.step, "seconds": state.seconds, "loss": loss, "psnr": self.evaluate()})
                         bar.set_postfix(loss=f"{loss:.3g}", psnr=f"{state.history[-1]['psnr']:.2f}")
