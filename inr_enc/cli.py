@@ -10,6 +10,7 @@ Bad input prints one line on stderr and exits with code 2; Ctrl-C saves a checkp
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -119,15 +120,20 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
     model = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
     run.update(model.config)
     if not args.resume:  # the signal and config are valid: only now replace an earlier run's outputs
-        for file in OUTPUT_FILES:
-            (out / file).unlink(missing_ok=True)
+        for pattern in OUTPUT_FILES:
+            for file in out.glob(pattern):
+                file.unlink()
     out.mkdir(parents=True, exist_ok=True)
     fitter = Fitter(model, task.problem(), run["training"], run["seed"], out, device, run)
     if args.resume:
         fitter.load_checkpoint()
     write_config(out, run)
     state = fitter.run(quiet=args.quiet)
-    metrics = task.finish(model, out, run["training"]["eval_chunk"], device)
+    chunk = run["training"]["eval_chunk"]
+    metrics = task.finish(model, out, chunk, device)
+    for level in range(model.n_levels or 0):  # PINs: one reconstruction per level of detail
+        level_metrics = task.finish(functools.partial(model, level=level), out, chunk, device, f"reconstruction_level{level}")
+        metrics[f"psnr_level{level}"] = level_metrics["psnr"]
     n_params = sum(p.numel() for p in model.parameters())
     final_loss = {"loss": state.history[-1]["loss"]} if state.history else {}
     metrics.update({**final_loss, "steps": state.step, "seconds": state.seconds, **model_size_metrics(n_params, task.n_samples, task.unit)})

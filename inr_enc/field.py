@@ -10,7 +10,7 @@ from torch import nn
 
 from .encoders import build_encoder
 from .encoders.base import check_keys
-from .networks import MLP
+from .networks import build_network
 
 FIELD_KEYS = ("encoding", "network")
 
@@ -29,12 +29,22 @@ class Field(nn.Module):
             raise ValueError(f"field config must be a dict with keys {', '.join(FIELD_KEYS)}, got {type(config).__name__}")
         check_keys("field", config, FIELD_KEYS)
         self.encoder = build_encoder(config.get("encoding") or {"otype": "Identity"}, n_input_dims, backend)
-        self.network = MLP(self.encoder.n_output_dims, n_output_dims, config.get("network"))
+        self.network = build_network(n_output_dims, config.get("network"), self.encoder)
         self.n_input_dims, self.n_output_dims = n_input_dims, n_output_dims
 
     @property
     def config(self) -> dict[str, Any]:
         return {"encoding": self.encoder.config, "network": dict(self.network.config)}
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.network(self.encoder(x))
+    @property
+    def n_levels(self) -> int | None:
+        """Levels of detail of a multi-level network (PINs), else None."""
+        return getattr(self.network, "n_levels", None)
+
+    def forward(self, x: torch.Tensor, level: int | None = None) -> torch.Tensor:
+        """x: [..., n_input_dims] -> [..., n_output_dims]; ``level`` picks a level of detail (PINs networks)."""
+        if level is None:
+            return self.network(self.encoder(x))
+        if self.n_levels is None:
+            raise ValueError(f"level={level}: this field's network has no levels of detail")
+        return self.network(self.encoder(x), level=level)

@@ -265,3 +265,29 @@ def test_16bit_colour_png_decodes_every_filter(tmp_path, channels):
     assert np.array_equal(read_png16(tmp_path / "f.png"), pixels)
     write_png16(tmp_path / "w.png", pixels)
     assert np.array_equal(read_png16(tmp_path / "w.png"), pixels)
+
+
+def test_pins_writes_one_reconstruction_per_level_and_resumes_its_schedule(tmp_path, image_path):
+    config = tmp_path / "pins.yaml"
+    config.write_text(yaml.safe_dump({
+        "encoding": {"otype": "Frequency", "n_frequencies": 4},
+        "network": {"otype": "PINs", "n_levels": 2, "n_neurons": 8, "n_hidden_layers": 1, "end_step": 4,
+                    "output_activation": "Sigmoid"},
+        "training": {"steps": 6, "lr": 1e-2, "eval_every": 2, "checkpoint_every": 2}}))
+    out = tmp_path / "run"
+    assert fit("image", image_path, "--config", config, "--out", out, "--steps", 3) == 0
+    assert fit("image", "--resume", out, "--steps", 6) == 0
+    whole = tmp_path / "whole"
+    assert fit("image", image_path, "--config", config, "--out", whole) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics == {**json.loads((whole / "metrics.json").read_text()), "seconds": metrics["seconds"]}
+    target = iio.imread(image_path) / 255.0
+    for level in (0, 1):
+        recon = iio.imread(out / f"reconstruction_level{level}.png") / 255.0
+        psnr = 10 * np.log10(1 / np.mean((recon - target) ** 2))
+        assert metrics[f"psnr_level{level}"] == pytest.approx(psnr, abs=0.05)
+    # past end_step every level is on: the full output is the finest level's
+    assert iio.imread(out / "reconstruction.png").tolist() == iio.imread(out / "reconstruction_level1.png").tolist()
+    assert fit("image", image_path, "--config", config, "--out", out, "--overwrite", "--steps", 1) == 0
+    assert sorted(p.name for p in out.glob("reconstruction*")) == [
+        "reconstruction.png", "reconstruction_level0.png", "reconstruction_level1.png"]

@@ -1,6 +1,8 @@
-"""Networks that read encoded coordinates: ``MLP`` (ReLU, Sine/SIREN, SPDER, ...)."""
+"""Networks that read encoded coordinates: ``MLP`` (ReLU, Sine/SIREN, SPDER, ...), ``PINs``; ``build_network``."""
 
 from .activations import ACTIVATIONS, spder, spder_arctan
 from .mlp import MLP
+from .pins import PINs
+from .registry import NETWORKS, build_network
 
-__all__ = ["ACTIVATIONS", "MLP", "spder", "spder_arctan"]
+__all__ = ["ACTIVATIONS", "MLP", "NETWORKS", "PINs", "build_network", "spder", "spder_arctan"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +41,9 @@ class AudioTask:
         coords, values = sample_coords(self.n_samples), torch.from_numpy(self.audio.samples)
         return Problem(coords, values, coords, values, value_range=AUDIO_RANGE)
 
-    def finish(self, model: torch.nn.Module, out_dir: Path, chunk: int, device: torch.device) -> dict[str, float]:
-        """Write reconstruction.wav (the input's sample format and rate); return psnr over all samples."""
+    def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
+               name: str = "reconstruction") -> dict[str, float]:
+        """Write <name>.wav (the input's sample format and rate); return psnr over all samples."""
         recon = predict(model, sample_coords(self.n_samples), chunk, device).numpy()
-        write_wav(out_dir / "reconstruction.wav", recon, self.audio.rate, self.audio.sample_format)
+        write_wav(out_dir / f"{name}.wav", recon, self.audio.rate, self.audio.sample_format)
         return {"psnr": psnr(float(np.mean((recon - self.audio.samples) ** 2, dtype=np.float64)), AUDIO_RANGE)}

@@ -76,7 +76,7 @@ def psnr(mse: float, value_range: float) -> float:
 
 
 @torch.no_grad()
-def predict(model: torch.nn.Module, coords: torch.Tensor, chunk: int, device: torch.device) -> torch.Tensor:
+def predict(model: Callable[[torch.Tensor], torch.Tensor], coords: torch.Tensor, chunk: int, device: torch.device) -> torch.Tensor:
     """Model outputs for coords [M, d] computed ``chunk`` at a time on ``device``, gathered on the CPU."""
     return torch.cat([model(coords[i : i + chunk].to(device)).float().cpu() for i in range(0, coords.shape[0], chunk)])
 

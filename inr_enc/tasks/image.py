@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ class ImageTask:
             value_range=1.0,
         )
 
-    def reconstruct(self, model: torch.nn.Module, chunk: int, device: torch.device) -> np.ndarray:
+    def reconstruct(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int, device: torch.device) -> np.ndarray:
         """The model's image [H, W, C], evaluated ROW_BAND rows at a time."""
         out = np.empty((self.height, self.width, self.n_output_dims), dtype=np.float32)
         for top in range(0, self.height, ROW_BAND):
@@ -74,10 +75,11 @@ class ImageTask:
             out[rows] = band.reshape(-1, self.width, self.n_output_dims).numpy()
         return out
 
-    def finish(self, model: torch.nn.Module, out_dir: Path, chunk: int, device: torch.device) -> dict[str, float]:
-        """Write reconstruction.png; return psnr (test pixels with the split, else all), psnr_train, ssim."""
+    def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
+               name: str = "reconstruction") -> dict[str, float]:
+        """Write <name>.png; return psnr (test pixels with the split, else all), psnr_train, ssim."""
         recon = self.reconstruct(model, chunk, device)
-        write_image(out_dir / "reconstruction.png", recon, self.image.dtype)
+        write_image(out_dir / f"{name}.png", recon, self.image.dtype)
         target = self.image.pixels
         if self.train_split:
             test_mse = float(np.mean((recon[1::2, 1::2] - target[1::2, 1::2]) ** 2, dtype=np.float64))

@@ -1,6 +1,6 @@
 """What every fit writes next to its reconstruction: metrics.json, curve.png and config.yaml (atomically).
 
-``OUTPUT_FILES`` names everything a run writes, so --overwrite knows what to replace."""
+``OUTPUT_FILES`` names (as glob patterns) everything a run writes, so --overwrite knows what to replace."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import yaml
 from ..io import atomic_path, write_text_atomically
 from .fitting import FitState
 
-OUTPUT_FILES = ("config.yaml", "checkpoint.pt", "metrics.json", "curve.png", "reconstruction.png", "reconstruction.wav")
+OUTPUT_FILES = ("config.yaml", "checkpoint.pt", "metrics.json", "curve.png", "reconstruction.png", "reconstruction.wav",
+                "reconstruction_level*.png", "reconstruction_level*.wav")
 
 
 def write_config(out_dir: Path, config: dict[str, Any]) -> None:

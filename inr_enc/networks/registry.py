@@ -1,0 +1,34 @@
+"""The network registry: ``otype`` -> constructor, and ``build_network``."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from torch import nn
+
+from ..encoders.base import Encoder
+from .mlp import MLP
+from .pins import PINs
+
+NetworkFactory = Callable[[int, int, dict[str, Any], Encoder], nn.Module]
+
+
+def _mlp(n_input_dims: int, n_output_dims: int, config: dict[str, Any], encoder: Encoder) -> nn.Module:
+    return MLP(n_input_dims, n_output_dims, config)
+
+
+def _pins(n_input_dims: int, n_output_dims: int, config: dict[str, Any], encoder: Encoder) -> nn.Module:
+    return PINs(n_input_dims, n_output_dims, config, encoder.output_bands())
+
+
+NETWORKS: dict[str, NetworkFactory] = {"MLP": _mlp, "FullyFusedMLP": _mlp, "CutlassMLP": _mlp, "PINs": _pins}
+
+
+def build_network(n_output_dims: int, config: dict[str, Any] | None, encoder: Encoder) -> nn.Module:
+    """The network named by ``config["otype"]`` (default "MLP", case-insensitive) reading ``encoder``'s output."""
+    config = dict(config or {})
+    by_lower = {name.lower(): factory for name, factory in NETWORKS.items()}
+    otype = config.get("otype", "MLP")
+    if not isinstance(otype, str) or otype.lower() not in by_lower:
+        raise ValueError(f"network: unknown otype {otype!r}; valid otypes: {', '.join(NETWORKS)}")
+    return by_lower[otype.lower()](encoder.n_output_dims, n_output_dims, config, encoder)
