@@ -1,6 +1,7 @@
-"""Fit every image config on scikit-image's camera and astronaut and write docs/results.md.
+"""Fit every image config on scikit-image's camera and astronaut (and audio configs on a WAV) and write a report.
 
     python scripts/fit_all.py [--size 512] [--step-scale 1.0] [--configs relu nerf-pe ...] [--images camera astronaut]
+    python scripts/fit_all.py --images --audio data/speech.wav [--audio-configs siren-audio ...]
 
 Each config runs through ``inr-fit image`` with its own settings; the Tancik et al. configs (relu, nerf-pe,
 tancik-gaussian, learnable-fourier) use --train-split (train on [::2, ::2], PSNR on [1::2, 1::2]), the others
@@ -24,6 +25,7 @@ from inr_enc.tasks.signals import write_image
 
 TANCIK = ("relu", "nerf-pe", "tancik-gaussian", "learnable-fourier")
 IMAGE_CONFIGS = ("relu", "nerf-pe", "tancik-gaussian", "learnable-fourier", "siren", "spder", "hashgrid", "densegrid")
+AUDIO_CONFIGS = ("siren-audio", "spder-audio")
 
 
 def test_images(names: list[str], size: int, folder: Path) -> list[Path]:
@@ -48,45 +50,53 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=512)
     parser.add_argument("--step-scale", type=float, default=1.0)
     parser.add_argument("--configs", nargs="+", default=list(IMAGE_CONFIGS))
-    parser.add_argument("--images", nargs="+", default=["camera", "astronaut"])
+    parser.add_argument("--images", nargs="*", default=["camera", "astronaut"])
+    parser.add_argument("--audio", type=Path, help="a WAV file to fit with --audio-configs")
+    parser.add_argument("--audio-configs", nargs="+", default=list(AUDIO_CONFIGS))
     parser.add_argument("--out", type=Path, default=Path("out/results"))
     parser.add_argument("--report", type=Path, default=Path("docs/results.md"))
     args = parser.parse_args()
 
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for image in test_images(args.images, args.size, args.out):
-        for name in args.configs:
-            steps = max(1, round(load_config(name)["training"]["steps"] * args.step_scale))
-            run_dir = args.out / f"{image.stem}-{name}"
-            flags = ["--train-split"] if name in TANCIK else []
-            start = time.perf_counter()
-            code = inr_fit(["image", str(image), "--config", name, "--steps", str(steps), "--out", str(run_dir),
-                            "--overwrite", "--quiet", *flags])
-            wall = time.perf_counter() - start
-            if code != 0:
-                raise SystemExit(f"inr-fit failed on {image.stem} with {name} (exit {code})")
-            metrics = json.loads((run_dir / "metrics.json").read_text())
-            rows.append((image.stem, name, "test (Tancik split)" if flags else "all pixels", metrics, wall))
-            print(f"{image.stem:10s} {name:18s} psnr {metrics['psnr']:6.2f} ssim {metrics['ssim']:.4f} "
-                  f"steps {metrics['steps']} train {metrics['seconds']:.0f}s wall {wall:.0f}s", flush=True)
-            write_report(args, rows)
+    rows: list = []
+    runs = [("image", image, name) for image in test_images(args.images, args.size, args.out) for name in args.configs]
+    runs += [("audio", args.audio, name) for name in args.audio_configs] if args.audio else []
+    for task, signal, name in runs:
+        steps = max(1, round(load_config(name)["training"]["steps"] * args.step_scale))
+        run_dir = args.out / f"{signal.stem}-{name}"
+        flags = ["--train-split"] if name in TANCIK else []
+        start = time.perf_counter()
+        code = inr_fit([task, str(signal), "--config", name, "--steps", str(steps), "--out", str(run_dir),
+                        "--overwrite", "--quiet", *flags])
+        wall = time.perf_counter() - start
+        if code != 0:
+            raise SystemExit(f"inr-fit failed on {signal.stem} with {name} (exit {code})")
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        rows.append((task, signal.stem, name, "test (Tancik split)" if flags else "all samples", metrics, wall))
+        print(f"{signal.stem:10s} {name:18s} psnr {metrics['psnr']:6.2f} steps {metrics['steps']} "
+              f"train {metrics['seconds']:.0f}s wall {wall:.0f}s", flush=True)
+        write_report(args, rows)
 
 
 def write_report(args: argparse.Namespace, rows: list) -> None:
     lines = [
         "# Image fitting results", "",
         f"Command: `python scripts/fit_all.py --size {args.size} --step-scale {args.step_scale} "
-        f"--configs {' '.join(args.configs)} --images {' '.join(args.images)}`  ",
-        f"Images: scikit-image {', '.join(args.images)} at {args.size}x{args.size}; steps = each config's "
+        f"--configs {' '.join(args.configs)} --images {' '.join(args.images)}"
+        f"{f' --audio {args.audio} --audio-configs ' + ' '.join(args.audio_configs) if args.audio else ''}`  ",
+        f"Images: scikit-image {', '.join(args.images) or '(none)'} at {args.size}x{args.size}; steps = each config's "
         f"steps x {args.step_scale}. Machine: 2 CPU cores, {time.strftime('%Y-%m-%d')}. Reconstructions: "
-        f"`{args.out}/<image>-<config>/reconstruction.png` (not committed).", "",
-        "| image | config | PSNR (dB) | scored on | SSIM | final train loss | steps | train s | wall s | params |",
+        f"`{args.out}/<signal>-<config>/` (not committed).", "",
+        "| signal | config | PSNR (dB) | scored on | SSIM | final train loss | steps | train s | wall s | params |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for image, name, scored, m, wall in rows:
-        lines.append(f"| {image} | {name} | {m['psnr']:.2f} | {scored} | {m['ssim']:.4f} | {m['loss']:.3g} | {m['steps']} | "
+    for _, signal, name, scored, m, wall in rows:
+        ssim = f"{m['ssim']:.4f}" if "ssim" in m else "-"
+        lines.append(f"| {signal} | {name} | {m['psnr']:.2f} | {scored} | {ssim} | {m['loss']:.3g} | {m['steps']} | "
                      f"{m['seconds']:.0f} | {wall:.0f} | {m['n_params']} |")
+        levels = [f"level {k}: {m[f'psnr_level{k}']:.2f}" for k in range(64) if f"psnr_level{k}" in m]
+        if levels:
+            lines.append(f"| | (levels of detail) | {', '.join(levels)} | | | | | | | |")
     args.report.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(args.report, "\n".join(lines) + "\n")
 
