@@ -21,7 +21,7 @@ import yaml
 from .config import load_config
 from .encoders import encoder_class
 from .encoders.base import check_keys
-from .field import Field
+from .field import build_field, is_separable
 from .tasks.audio import AudioTask
 from .tasks.fitting import CHECKPOINT, Fitter, resolve_training
 from .tasks.image import ImageTask
@@ -81,11 +81,12 @@ def new_run(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     if path is None:
         raise ValueError(f"inr-fit {args.task} needs the path of the signal")
     encoding = dict(config.get("encoding") or {"otype": "Identity"})
+    network = dict(config.get("network") or {})
     run = {
         "task": {"kind": args.task, "path": str(path), "train_split": args.train_split},
         "config_name": Path(name).stem, "seed": seed,
         "encoding": _with_seed(encoding, seed, "seed" in encoder_class(encoding.get("otype")).defaults),
-        "network": _with_seed(dict(config.get("network") or {}), seed, True),
+        "network": _with_seed(network, seed, not is_separable(network)),
         "training": resolve_training(training),
     }
     out = args.out or Path("out") / f"{Path(path).stem}-{Path(name).stem}"
@@ -117,7 +118,9 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
     task_class = TASKS[args.task][0]
     task = task_class(run["task"]["path"], run["task"]["train_split"])
     run["task"] = {**run["task"], **task.describe()}
-    model = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
+    model = build_field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
+    if run["training"]["solver"] == "closed-form" and not is_separable(run["network"]):
+        raise ValueError("training solver 'closed-form' needs network otype Separable (a model linear in its weights)")
     run.update(model.config)
     if not args.resume:  # the signal and config are valid: only now replace an earlier run's outputs
         for pattern in OUTPUT_FILES:
@@ -128,10 +131,14 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
     if args.resume:
         fitter.load_checkpoint()
     write_config(out, run)
-    state = fitter.run(quiet=args.quiet)
+    if run["training"]["solver"] == "closed-form":
+        xs, ys, values = task.train_grid()
+        state = fitter.solve(lambda: model.solve(xs, ys, values, run["training"]["ridge"]))
+    else:
+        state = fitter.run(quiet=args.quiet)
     chunk = run["training"]["eval_chunk"]
     metrics = task.finish(model, out, chunk, device)
-    for level in range(model.n_levels or 0):  # PINs: one reconstruction per level of detail
+    for level in range(getattr(model, "n_levels", None) or 0):  # PINs: one reconstruction per level of detail
         level_metrics = task.finish(functools.partial(model, level=level), out, chunk, device, f"reconstruction_level{level}")
         metrics[f"psnr_level{level}"] = level_metrics["psnr"]
     n_params = sum(p.numel() for p in model.parameters())

@@ -11,6 +11,8 @@ from torch import nn
 from .encoders import build_encoder
 from .encoders.base import check_keys
 from .networks import build_network
+from .separable import NAME as SEPARABLE
+from .separable import SeparableField
 
 FIELD_KEYS = ("encoding", "network")
 
@@ -48,3 +50,17 @@ class Field(nn.Module):
         if self.n_levels is None:
             raise ValueError(f"level={level}: this field's network has no levels of detail")
         return self.network(self.encoder(x), level=level)
+
+
+def is_separable(network: dict[str, Any] | None) -> bool:
+    return str((network or {}).get("otype", "")).lower() == SEPARABLE.lower()
+
+
+def build_field(n_input_dims: int, n_output_dims: int, config: dict[str, Any]) -> nn.Module:
+    """A Field, or for ``network.otype: Separable`` the separable linear model of 2D grids (separable.py)."""
+    if is_separable(config.get("network")):
+        check_keys("network", config["network"], ("otype",))
+        if n_input_dims != 2:
+            raise ValueError(f"network otype {SEPARABLE} fits 2D signals (images) only, not {n_input_dims}D")
+        return SeparableField(n_output_dims, config.get("encoding"))
+    return Field(n_input_dims, n_output_dims, config)

@@ -291,3 +291,33 @@ def test_pins_writes_one_reconstruction_per_level_and_resumes_its_schedule(tmp_p
     assert fit("image", image_path, "--config", config, "--out", out, "--overwrite", "--steps", 1) == 0
     assert sorted(p.name for p in out.glob("reconstruction*")) == [
         "reconstruction.png", "reconstruction_level0.png", "reconstruction_level1.png"]
+
+
+def test_closed_form_solve_interpolates_the_training_pixels(tmp_path, image_path):
+    # 12x10 image, train split -> a 6x5 training grid; 8 Gaussians per axis can fit it exactly
+    config = tmp_path / "closed.yaml"
+    config.write_text(yaml.safe_dump({
+        "encoding": {"otype": "ShiftedBasis", "n_bases": 8, "basis": "gaussian", "width": 0.1},
+        "network": {"otype": "Separable"}, "training": {"solver": "closed-form"}}))
+    out = tmp_path / "run"
+    assert fit("image", image_path, "--config", config, "--out", out, "--train-split") == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["steps"] == 0 and metrics["seconds"] > 0 and metrics["n_params"] == 3 * 8 * 8
+    assert metrics["psnr_train"] > 45  # only 8-bit rounding of the written reconstruction is left
+    assert metrics["psnr"] < 30  # the held-out pixels are not interpolated exactly
+    assert (out / "checkpoint.pt").is_file() and (out / "reconstruction.png").is_file()
+
+
+@pytest.mark.parametrize("task, config, match", [
+    ("image", {"network": {"otype": "MLP"}, "training": {"solver": "closed-form"}}, "needs network otype Separable"),
+    ("audio", {"encoding": {"otype": "ShiftedBasis"}, "network": {"otype": "Separable"}}, "2D signals"),
+    ("image", {"encoding": {"otype": "ShiftedBasis"}, "network": {"otype": "Separable", "n_neurons": 3}}, "n_neurons"),
+])
+def test_closed_form_misuse_is_a_clear_error(tmp_path, image_path, task, config, match, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    signal = image_path if task == "image" else tmp_path / "a.wav"
+    if task == "audio":
+        write_wav(signal, np.zeros((32, 1), np.float32), 8000, "int16")
+    assert fit(task, signal, "--config", path, "--out", tmp_path / "run") == 2
+    assert match in capsys.readouterr().err

@@ -8,7 +8,7 @@ from torch.func import functional_call
 
 from inr_enc import ENCODERS, build_encoder, load_config
 from inr_enc.config import available_configs
-from inr_enc.field import Field
+from inr_enc.field import build_field
 from inr_enc.tasks.fitting import resolve_training
 
 # One small config per otype, with its input dims, sized for gradcheck in float64.
@@ -28,6 +28,8 @@ SMALL = {
     "NeRF": ({"otype": "NeRF", "n_frequencies": 3}, 3),
     "RandomFourier": ({"otype": "RandomFourier", "n_features": 8, "sigma": 2.0}, 2),
     "LearnableFourier": ({"otype": "LearnableFourier", "n_features": 6, "n_hidden": 4, "n_output": 3, "sigma": 1.0}, 2),
+    "ShiftedBasis": ({"otype": "ShiftedBasis", "n_bases": 6, "basis": "gaussian", "width": 0.2, "axes": "diagonal"}, 2),
+    "Hybrid": ({"otype": "Hybrid", "n_levels": 3, "split_level": 1, "log2_hashmap_size": 5, "base_resolution": 3, "n_frequencies": 2}, 2),
     "Progressive": ({"otype": "Progressive", "nested": {"otype": "NeRF", "n_frequencies": 3}, "end_step": 0}, 2),
 }
 
@@ -168,7 +170,7 @@ def test_otype_is_case_insensitive_like_tcnn():
 def test_every_bundled_config_builds_a_field(name):
     config = load_config(name)
     n_input_dims = 1 if name.endswith("audio") else 2
-    field = Field(n_input_dims, 3, {"encoding": config["encoding"], "network": config["network"]})
+    field = build_field(n_input_dims, 3, {"encoding": config["encoding"], "network": config["network"]})
     assert field(torch.rand(4, n_input_dims)).shape == (4, 3)
     assert set(config) <= {"encoding", "network", "training", "seed"}
     resolve_training(config.get("training"))

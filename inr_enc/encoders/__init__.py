@@ -4,6 +4,7 @@ from .base import Encoder
 from .composite import Composite
 from .frequency import Frequency
 from .grid import DenseGrid, Grid, HashGrid, TiledGrid
+from .hybrid import Hybrid
 from .identity import Identity
 from .learnable_fourier import LearnableFourier
 from .nerf import NeRF
@@ -11,11 +12,12 @@ from .one_blob import OneBlob
 from .progressive import Progressive
 from .random_fourier import RandomFourier
 from .registry import ENCODERS, build_encoder, encoder_class
+from .shifted_basis import ShiftedBasis
 from .spherical_harmonics import SphericalHarmonics
 from .triangle_wave import TriangleWave
 
 __all__ = [
-    "ENCODERS", "Composite", "DenseGrid", "Encoder", "Frequency", "Grid", "HashGrid", "Identity",
-    "LearnableFourier", "NeRF", "OneBlob", "Progressive", "RandomFourier", "SphericalHarmonics", "TiledGrid",
+    "ENCODERS", "Composite", "DenseGrid", "Encoder", "Frequency", "Grid", "HashGrid", "Hybrid", "Identity",
+    "LearnableFourier", "NeRF", "OneBlob", "Progressive", "RandomFourier", "ShiftedBasis", "SphericalHarmonics", "TiledGrid",
     "TriangleWave", "build_encoder", "encoder_class",
 ]

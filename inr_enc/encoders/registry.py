@@ -8,12 +8,14 @@ from .base import Encoder
 from .composite import Composite
 from .frequency import Frequency
 from .grid import DenseGrid, Grid, HashGrid, TiledGrid
+from .hybrid import Hybrid
 from .identity import Identity
 from .learnable_fourier import LearnableFourier
 from .nerf import NeRF
 from .one_blob import OneBlob
 from .progressive import Progressive
 from .random_fourier import RandomFourier
+from .shifted_basis import ShiftedBasis
 from .spherical_harmonics import SphericalHarmonics
 from .triangle_wave import TriangleWave
 
@@ -22,7 +24,7 @@ ENCODERS: dict[str, type[Encoder]] = {
     for cls in (
         Identity, Frequency, OneBlob, TriangleWave, SphericalHarmonics, Composite,
         Grid, HashGrid, DenseGrid, TiledGrid,
-        NeRF, RandomFourier, LearnableFourier, Progressive,
+        NeRF, RandomFourier, LearnableFourier, Progressive, ShiftedBasis, Hybrid,
     )
 }
 

@@ -25,9 +25,11 @@ from ..io import atomic_path
 TRAINING_DEFAULTS: dict[str, Any] = {
     "steps": 2000, "batch_size": None, "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "loss": "MSE",
     "schedule": "constant", "eval_every": 50, "checkpoint_every": 100, "eval_chunk": 65536,
+    "solver": "adam", "ridge": 0.0,
 }
 LOSSES = ("MSE", "RelativeL2")
 SCHEDULES = ("constant", "cosine")
+SOLVERS = ("adam", "closed-form")  # closed-form: a linear model's least-squares solve instead of steps
 CHECKPOINT = "checkpoint.pt"
 
 
@@ -50,6 +52,8 @@ def resolve_training(config: dict[str, Any] | None) -> dict[str, Any]:
         "eval_every": check_int("training", "eval_every", config["eval_every"], 1),
         "checkpoint_every": check_int("training", "checkpoint_every", config["checkpoint_every"], 1),
         "eval_chunk": check_int("training", "eval_chunk", config["eval_chunk"], 1),
+        "solver": check_choice("training", "solver", config["solver"], SOLVERS),
+        "ridge": check_float("training", "ridge", config["ridge"], 0.0),
     }
 
 
@@ -142,6 +146,16 @@ class Fitter:
         self.optimizer.step()
         self.scheduler.step()
         return loss.item()
+
+    def solve(self, solve: Callable[[], float]) -> FitState:
+        """Fit in closed form instead of by steps: ``solve()`` sets the weights and returns the seconds it took;
+        the state records one evaluation (step 0) and is checkpointed."""
+        self.state.seconds = solve()
+        prediction = predict(self.model, self.problem.train_coords, self.training["eval_chunk"], self.device)
+        loss = ((prediction - self.problem.train_values) ** 2).mean().item()
+        self.state.history = [{"step": 0, "seconds": self.state.seconds, "loss": loss, "psnr": self.evaluate()}]
+        self.save_checkpoint()
+        return self.state
 
     def run(self, quiet: bool = False) -> FitState:
         """Train up to ``training["steps"]``. Ctrl-C (or SIGTERM) finishes the current step, saves a checkpoint

@@ -66,6 +66,13 @@ class ImageTask:
             value_range=1.0,
         )
 
+    def train_grid(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The training pixels as a grid: column centres xs [W'], row centres ys [H'], values [H', W', C]."""
+        train = slice(0, None, 2) if self.train_split else slice(None)
+        xs = ((torch.arange(self.width, dtype=torch.float64)[train] + 0.5) / self.width).float()
+        ys = ((torch.arange(self.height, dtype=torch.float64)[train] + 0.5) / self.height).float()
+        return xs, ys, torch.from_numpy(self.image.pixels[train, train])
+
     def reconstruct(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int, device: torch.device) -> np.ndarray:
         """The model's image [H, W, C], evaluated ROW_BAND rows at a time."""
         out = np.empty((self.height, self.width, self.n_output_dims), dtype=np.float32)

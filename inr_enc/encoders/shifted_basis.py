@@ -1,0 +1,153 @@
+"""Shifted basis embeddings (Zheng et al., ECCV 2022, "Trading Positional Complexity vs. Deepness in
+Coordinate Networks"; osiriszjq/complex_encoding, utils.py ``encoding_func_1D`` / ``encoding_func_2D``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from .base import Encoder, check_choice, check_float, check_int, config_error
+
+BASES = ("gaussian", "triangle", "box", "impulse", "sinc")
+AXES = ("separable", "diagonal")
+# Default ``width`` in units of the centre spacing 1/K. Gaussian: the reference's 2D image setting is
+# sigma = 0.006 at K = 128 per axis (2D_separable_points.py), 0.77 spacings. Triangle: the reference's own
+# default d = 1/K (hat functions, i.e. linear interpolation). Box: the triangle's support. Sinc: 1/K puts
+# each copy's zeros on the other centres (Whittaker-Shannon interpolation).
+DEFAULT_WIDTH = {"gaussian": 0.75, "triangle": 1.0, "box": 1.0, "sinc": 1.0}
+_SINC_SERIES = 0.01  # |u| below this: Taylor series, so that second derivatives stay finite at u = 0
+
+
+def _sinc(u: torch.Tensor) -> torch.Tensor:
+    """sin(pi u) / (pi u); torch.sinc's second derivative is NaN at u = 0 (a sample on a centre)."""
+    small = u.abs() < _SINC_SERIES
+    z = math.pi * torch.where(small, torch.zeros_like(u), u)
+    z_small = math.pi * torch.where(small, u, torch.zeros_like(u))
+    z2 = z_small * z_small
+    series = 1 - z2 / 6 * (1 - z2 / 20 * (1 - z2 / 42))
+    return torch.where(small, series, torch.sin(z) / torch.where(small, torch.ones_like(z), z))
+
+
+def _zero_graph(d: torch.Tensor) -> torch.Tensor:
+    """Zeros whose derivatives of every order are zero but still depend on d, so a piecewise-constant basis
+    supports double backward like the others (0 * d would leave a first derivative with no graph)."""
+    return 0.0 * torch.sin(d)
+
+
+def _profile(d: torch.Tensor, basis: str, width: float) -> torch.Tensor:
+    """One copy of ``basis`` (not impulse) at offsets d = t - c from its centre."""
+    if basis == "gaussian":
+        return torch.exp(-0.5 * (d / width) ** 2)
+    if basis == "triangle":
+        return torch.relu(1 - d.abs() / width)
+    if basis == "sinc":
+        return _sinc(d / width)
+    return ((d >= -width) & (d < width)).to(d.dtype) + _zero_graph(d)
+
+
+def shifted_basis(t: torch.Tensor, n_bases: int, basis: str, width: float | None) -> torch.Tensor:
+    """t: [...] -> [..., K], unnormalised: copy j of ``basis`` centred at c_j = j / K, j = 0 .. K-1
+    (the reference's linspace(0, 1, K + 1)[:-1]).
+
+    gaussian exp(-(t - c)^2 / (2 width^2)); triangle max(0, 1 - |t - c| / width) (both as in the reference);
+    box 1 on c - width <= t < c + width (half-open, so a point on an edge counts once); impulse: one-hot of
+    the nearest centre (ties go to the upper one); sinc sin(pi u) / (pi u) with u = (t - c) / width.
+    Box and impulse are piecewise constant: every derivative is zero (see ``_zero_graph``).
+    """
+    k = n_bases
+    d = t.unsqueeze(-1) - torch.arange(k, dtype=t.dtype, device=t.device) / k
+    if basis != "impulse":
+        return _profile(d, basis, width)
+    nearest = torch.clamp(torch.floor(t * k + 0.5), 0, k - 1).long()
+    return torch.nn.functional.one_hot(nearest, k).to(t.dtype) + _zero_graph(d)
+
+
+def _lattice_max_norm2(k: int, m: int, basis: str, width: float, shift: float) -> float:
+    """max of ||shifted_basis(t)||^2 over t_i = i / (m K) + shift, i = 0 .. m K, t_i in [0, 1] (0 if none).
+
+    t_i - c_j = (i - m j) / (m K) + shift, so each norm^2 is a window sum of one sampled profile: O(m K)."""
+    offsets = torch.arange(-(k - 1) * m, k * m + 1, dtype=torch.float64) / (m * k) + shift
+    profile = torch.cat([_profile(offsets, basis, width) ** 2, torch.zeros(m - 1, dtype=torch.float64)])
+    # row l, column r: offset index l m + r; the norm^2 at t_{q m + r} sums rows q .. q + K - 1 of column r
+    rows = torch.cat([torch.zeros(1, m, dtype=torch.float64), profile.reshape(2 * k, m).cumsum(0)])
+    norm2 = (rows[k:] - rows[: k + 1]).flatten()[: m * k + 1]
+    t = torch.arange(m * k + 1, dtype=torch.float64) / (m * k) + shift
+    inside = norm2[(t >= 0) & (t <= 1)]
+    return inside.max().item() if inside.numel() else 0.0
+
+
+def max_axis_norm(n_bases: int, basis: str, width: float | None) -> float:
+    """max over t in [0, 1] of ||shifted_basis(t)||, in float64.
+
+    impulse: 1. box: exact, the count of boxes holding t only rises at t = 0 or at a box's left edge, so it is
+    read there with two searchsorted. gaussian, triangle, sinc: the maximum over the grid i / (m K),
+    i = 0 .. m K, which holds every centre and midpoint (m even, at least 8 and 8 points per width, m K <= 2^22,
+    see ``_lattice_max_norm2``). Triangle also reads the grid shifted by +- width, which holds every kink c_j +- width:
+    exact, as its squared norm is convex between kinks. Gaussian and sinc: low by O(step^2), ~1e-6 relative.
+    """
+    k = n_bases
+    if basis == "impulse":
+        return 1.0
+    if basis == "box":
+        starts = torch.arange(k, dtype=torch.float64) / k - width
+        ends = starts + 2 * width
+        t = torch.cat([torch.zeros(1, dtype=torch.float64), starts[(starts > 0) & (starts <= 1)]])
+        count = torch.searchsorted(starts, t, right=True) - torch.searchsorted(ends, t, right=True)
+        return math.sqrt(count.max().item())
+    m = 2 * max(1, min(max(4, math.ceil(4 / (k * width))), (1 << 21) // k))
+    shifts = (0.0, width, -width) if basis == "triangle" else (0.0,)
+    return math.sqrt(max(_lattice_max_norm2(k, m, basis, width, s) for s in shifts))
+
+
+class ShiftedBasis(Encoder):
+    """``{"otype": "ShiftedBasis", "n_bases": 128, "basis": "gaussian", "width": null, "axes": "separable"}``.
+
+    Each axis coordinate t gets K = ``n_bases`` shifted copies of one basis function (see ``shifted_basis``);
+    ``width`` is the gaussian sigma / triangle or box half-width / sinc scale, null for the per-basis default
+    (``DEFAULT_WIDTH`` spacings of 1/K) and must stay null for impulse. ``axes``: "separable" encodes each
+    input dim on its own; "diagonal" (2 inputs only) also encodes (x + y) / 2 and (x - y + 1) / 2, 4 axes
+    in the order x, y, (x + y) / 2, (x - y + 1) / 2 as in the reference. Default K = 128: the reference's
+    2D images use 512 features, 128 per axis on the 4 diagonal axes.
+
+    The reference divides each embedding by the largest row norm in the batch, so a sample's code depends
+    on the rest of the batch. Here the divisor is fixed at construction: sqrt(n_axes) * max_axis_norm, so
+    row norms are <= 1 on [0, 1]^d (up to the grid's O(step^2) for gaussian/sinc), with equality where every
+    axis sits at the per-axis maximum (reached for "separable", nearly for "diagonal").
+    x: [..., d] in [0, 1] -> [..., n_axes * K] (axis-major), values in [0, 1] (sinc: [-1, 1]).
+    """
+
+    otype = "ShiftedBasis"
+    defaults = {"n_bases": 128, "basis": "gaussian", "width": None, "axes": "separable"}
+
+    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
+        k = check_int(self.otype, "n_bases", config["n_bases"], 1)
+        basis = check_choice(self.otype, "basis", config["basis"], BASES)
+        width = config["width"]
+        if basis == "impulse":
+            if width is not None:
+                raise config_error(self.otype, f"'width' is not used by basis 'impulse'; leave it null, got {width!r}")
+        elif width is None:
+            width = DEFAULT_WIDTH[basis] / k
+        else:
+            width = check_float(self.otype, "width", width, 0.0, low_inclusive=False)
+        axes = check_choice(self.otype, "axes", config["axes"], AXES)
+        if axes == "diagonal" and self.n_input_dims != 2:
+            raise config_error(self.otype, f"'axes' \"diagonal\" needs exactly 2 input dims, got {self.n_input_dims}")
+        self.n_bases, self.basis, self.width, self.axes = k, basis, width, axes
+        self.n_axes = 4 if axes == "diagonal" else self.n_input_dims
+        self.scale = 1.0 / (math.sqrt(self.n_axes) * max_axis_norm(k, basis, width))
+        self.n_output_dims = self.n_axes * k
+        return {"n_bases": k, "basis": basis, "width": width, "axes": axes}
+
+    def axis_coords(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [N, d] -> [N, n_axes]: the inputs, then for "diagonal" (x + y) / 2 and (x - y + 1) / 2 (in [0, 1])."""
+        if self.axes == "separable":
+            return x
+        u, v = x[:, 0:1], x[:, 1:2]
+        return torch.cat([u, v, (u + v) / 2, (u - v + 1) / 2], dim=1)
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        phi = shifted_basis(self.axis_coords(x), self.n_bases, self.basis, self.width)
+        return (phi * self.scale).reshape(x.shape[0], self.n_output_dims)
