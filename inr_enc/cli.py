@@ -30,6 +30,8 @@ from .tasks.outputs import OUTPUT_FILES, model_size_metrics, write_config, write
 DEFAULT_IMAGE = Path(__file__).resolve().parent.parent / "data" / "astronaut.png"
 TASKS = {"image": (ImageTask, "hashgrid"), "audio": (AudioTask, "siren-audio")}
 CONFIG_KEYS = ("encoding", "network", "training", "seed")
+# encodings sized to the signal: otype (lower case) -> the key that, left null, is set to the signal's shape
+SIZED_BY_SIGNAL = {"latentgrid": "resolution"}
 # flag -> key of the training section it overrides
 TRAINING_FLAGS = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "schedule": "schedule",
                   "eval_every": "eval_every", "checkpoint_every": "checkpoint_every"}
@@ -118,6 +120,9 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
     task_class = TASKS[args.task][0]
     task = task_class(run["task"]["path"], run["task"]["train_split"])
     run["task"] = {**run["task"], **task.describe()}
+    encoding_otype = str(run["encoding"].get("otype", "")).lower()
+    if encoding_otype in SIZED_BY_SIGNAL and run["encoding"].get(SIZED_BY_SIGNAL[encoding_otype]) is None:
+        run["encoding"] = {**run["encoding"], SIZED_BY_SIGNAL[encoding_otype]: task.coordinate_shape}
     model = build_field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
     if run["training"]["solver"] == "closed-form" and not is_separable(run["network"]):
         raise ValueError("training solver 'closed-form' needs network otype Separable (a model linear in its weights)")

@@ -321,3 +321,16 @@ def test_closed_form_misuse_is_a_clear_error(tmp_path, image_path, task, config,
         write_wav(signal, np.zeros((32, 1), np.float32), 8000, "int16")
     assert fit(task, signal, "--config", path, "--out", tmp_path / "run") == 2
     assert match in capsys.readouterr().err
+
+
+def test_latent_grid_resolution_follows_the_signal(tmp_path, image_path):
+    config = tmp_path / "latent.yaml"
+    config.write_text(yaml.safe_dump({
+        "encoding": {"otype": "LatentGrid", "n_latent_channels": 2, "n_hidden_channels": 2, "n_features": 2, "n_frequencies": 1},
+        "network": {"otype": "PatchMLP", "patches": [2, 3], "n_neurons": 4, "n_hidden_layers": 1},
+        "training": {"steps": 2, "eval_every": 1}}))
+    out = tmp_path / "run"
+    assert fit("image", image_path, "--config", config, "--out", out) == 0
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["encoding"]["resolution"] == [10, 12]  # [width, height] of the 12 x 10 image
+    assert saved["network"]["patches"] == [2, 3]

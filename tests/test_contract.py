@@ -30,6 +30,8 @@ SMALL = {
     "LearnableFourier": ({"otype": "LearnableFourier", "n_features": 6, "n_hidden": 4, "n_output": 3, "sigma": 1.0}, 2),
     "ShiftedBasis": ({"otype": "ShiftedBasis", "n_bases": 6, "basis": "gaussian", "width": 0.2, "axes": "diagonal"}, 2),
     "Hybrid": ({"otype": "Hybrid", "n_levels": 3, "split_level": 1, "log2_hashmap_size": 5, "base_resolution": 3, "n_frequencies": 2}, 2),
+    "LatentGrid": ({"otype": "LatentGrid", "resolution": [4, 4], "n_latent_channels": 2, "n_hidden_channels": 2,
+                    "n_features": 2, "scale_factors": [2, 1, 1], "n_frequencies": 1}, 2),
     "Progressive": ({"otype": "Progressive", "nested": {"otype": "NeRF", "n_frequencies": 3}, "end_step": 0}, 2),
 }
 

@@ -28,7 +28,7 @@ TCNN_CONFIGS = {
                   "base_resolution": 3, "per_level_scale": 1.5, "interpolation": "Linear", "hash": "CoherentPrime"},
     "TiledGrid": {"otype": "TiledGrid", "type": "Tiled", "n_levels": 3, "n_features_per_level": 2, "log2_hashmap_size": 19,
                   "base_resolution": 3, "per_level_scale": 2.0, "interpolation": "Linear", "hash": "CoherentPrime"},
-    "NeRF": None, "RandomFourier": None, "LearnableFourier": None, "Progressive": None, "ShiftedBasis": None, "Hybrid": None,  # not tcnn encodings
+    "NeRF": None, "RandomFourier": None, "LearnableFourier": None, "Progressive": None, "ShiftedBasis": None, "Hybrid": None, "LatentGrid": None,  # not tcnn encodings
 }
 
 

@@ -6,6 +6,7 @@ from .frequency import Frequency
 from .grid import DenseGrid, Grid, HashGrid, TiledGrid
 from .hybrid import Hybrid
 from .identity import Identity
+from .latent_grid import LatentGrid
 from .learnable_fourier import LearnableFourier
 from .nerf import NeRF
 from .one_blob import OneBlob
@@ -18,6 +19,6 @@ from .triangle_wave import TriangleWave
 
 __all__ = [
     "ENCODERS", "Composite", "DenseGrid", "Encoder", "Frequency", "Grid", "HashGrid", "Hybrid", "Identity",
-    "LearnableFourier", "NeRF", "OneBlob", "Progressive", "RandomFourier", "ShiftedBasis", "SphericalHarmonics", "TiledGrid",
+    "LatentGrid", "LearnableFourier", "NeRF", "OneBlob", "Progressive", "RandomFourier", "ShiftedBasis", "SphericalHarmonics", "TiledGrid",
     "TriangleWave", "build_encoder", "encoder_class",
 ]

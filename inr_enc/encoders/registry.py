@@ -10,6 +10,7 @@ from .frequency import Frequency
 from .grid import DenseGrid, Grid, HashGrid, TiledGrid
 from .hybrid import Hybrid
 from .identity import Identity
+from .latent_grid import LatentGrid
 from .learnable_fourier import LearnableFourier
 from .nerf import NeRF
 from .one_blob import OneBlob
@@ -25,6 +26,7 @@ ENCODERS: dict[str, type[Encoder]] = {
         Identity, Frequency, OneBlob, TriangleWave, SphericalHarmonics, Composite,
         Grid, HashGrid, DenseGrid, TiledGrid,
         NeRF, RandomFourier, LearnableFourier, Progressive, ShiftedBasis, Hybrid,
+        LatentGrid,
     )
 }
 

@@ -8,6 +8,7 @@ from torch import nn
 
 from ..encoders.base import Encoder
 from .mlp import MLP
+from .patch_mlp import PatchMLP
 from .pins import PINs
 
 NetworkFactory = Callable[[int, int, dict[str, Any], Encoder], nn.Module]
@@ -21,7 +22,16 @@ def _pins(n_input_dims: int, n_output_dims: int, config: dict[str, Any], encoder
     return PINs(n_input_dims, n_output_dims, config, encoder.output_bands())
 
 
-NETWORKS: dict[str, NetworkFactory] = {"MLP": _mlp, "FullyFusedMLP": _mlp, "CutlassMLP": _mlp, "PINs": _pins}
+def _patch_mlp(n_input_dims: int, n_output_dims: int, config: dict[str, Any], encoder: Encoder) -> nn.Module:
+    network = PatchMLP(n_input_dims, n_output_dims, config)
+    if len(network.patches) != encoder.n_input_dims:
+        raise ValueError(f"network: 'patches' needs one count per coordinate dim ({encoder.n_input_dims}), got {network.patches}")
+    return network
+
+
+NETWORKS: dict[str, NetworkFactory] = {
+    "MLP": _mlp, "FullyFusedMLP": _mlp, "CutlassMLP": _mlp, "PINs": _pins, "PatchMLP": _patch_mlp,
+}
 
 
 def build_network(n_output_dims: int, config: dict[str, Any] | None, encoder: Encoder) -> nn.Module:

@@ -33,6 +33,10 @@ class AudioTask:
         self.audio = read_wav(self.path)
         self.n_samples, self.n_output_dims = self.audio.samples.shape
 
+    @property
+    def coordinate_shape(self) -> list[int]:
+        return [self.n_samples]
+
     def describe(self) -> dict[str, Any]:
         return {"kind": "audio", "path": str(self.path), "rate": self.audio.rate, "samples": self.n_samples,
                 "channels": self.n_output_dims, "format": self.audio.sample_format}

@@ -53,6 +53,11 @@ class ImageTask:
         self.image = read_image(self.path)
         self.height, self.width, self.n_output_dims = self.image.pixels.shape
 
+    @property
+    def coordinate_shape(self) -> list[int]:
+        """Samples per coordinate dim, in coordinate order (x = column, y = row): [width, height]."""
+        return [self.width, self.height]
+
     def describe(self) -> dict[str, Any]:
         return {"kind": "image", "path": str(self.path), "train_split": self.train_split,
                 "height": self.height, "width": self.width, "channels": self.n_output_dims}
