@@ -17,7 +17,7 @@ import torch
 
 from .base import Encoder, check_choice, check_float, check_int, config_error, seeded_generator
 from .grid_functional import GridLevels, grid_encoding
-from .grid_layout import GRID_TYPES, UINT32_MASK, default_per_level_scale, grid_levels
+from .grid_layout import GRID_TYPES, UINT32_MASK, GridLevel, default_per_level_scale, grid_levels
 
 # tcnn's hash factors per dimension (common_device.h); "CoherentPrime" is tcnn's default and the only one
 # its default build compiles; the other two are offered for configs that name them.
@@ -27,6 +27,24 @@ HASH_PRIMES = {
     "ReversedPrime": (2165219737, 1434869437, 2097192037, 3674653429, 805459861, 2654435761, 1958374283),
 }
 INTERPOLATIONS = ("Linear", "Nearest", "Smoothstep")
+
+
+def check_level_keys(name: str, config: dict[str, Any]) -> tuple[int, int, int, int]:
+    """n_levels, n_features_per_level, log2_hashmap_size, base_resolution of a grid config, checked as tcnn allows."""
+    n_levels = check_int(name, "n_levels", config["n_levels"], 1, 128)
+    n_features = check_int(name, "n_features_per_level", config["n_features_per_level"], 1, 8)
+    if n_features not in (1, 2, 4, 8):
+        raise config_error(name, f"'n_features_per_level' must be 1, 2, 4 or 8 (as in tcnn), got {n_features}")
+    log2_size = check_int(name, "log2_hashmap_size", config["log2_hashmap_size"], 1, 31)
+    return n_levels, n_features, log2_size, check_int(name, "base_resolution", config["base_resolution"], 1)
+
+
+def init_table(name: str, levels: list[GridLevel], n_features: int, generator: torch.Generator) -> torch.nn.Parameter:
+    """The flat table of ``levels`` (tcnn's layout), drawn uniform in [-1e-4, 1e-4] like tcnn."""
+    n_entries = levels[-1].offset + levels[-1].size
+    if n_entries > UINT32_MASK:
+        raise config_error(name, f"needs {n_entries} table entries; tcnn's uint32 offsets allow at most {UINT32_MASK}")
+    return torch.nn.Parameter((torch.rand(n_entries * n_features, generator=generator) * 2 - 1) * 1e-4)
 
 
 class Grid(Encoder):
@@ -49,12 +67,7 @@ class Grid(Encoder):
     def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
         name = self.otype
         grid_type = check_choice(name, "type", config["type"] or self.default_type, GRID_TYPES)
-        n_levels = check_int(name, "n_levels", config["n_levels"], 1, 128)
-        n_features = check_int(name, "n_features_per_level", config["n_features_per_level"], 1, 8)
-        if n_features not in (1, 2, 4, 8):
-            raise config_error(name, f"'n_features_per_level' must be 1, 2, 4 or 8 (as in tcnn), got {n_features}")
-        log2_size = check_int(name, "log2_hashmap_size", config["log2_hashmap_size"], 1, 31)
-        base_resolution = check_int(name, "base_resolution", config["base_resolution"], 1)
+        n_levels, n_features, log2_size, base_resolution = check_level_keys(name, config)
         per_level_scale = config["per_level_scale"]
         if per_level_scale is None:
             per_level_scale = default_per_level_scale(grid_type, n_levels, base_resolution)
@@ -64,14 +77,10 @@ class Grid(Encoder):
         seed = check_int(name, "seed", config["seed"], 0)
 
         levels = grid_levels(self.n_input_dims, grid_type, n_levels, log2_size, base_resolution, per_level_scale)
-        n_entries = levels[-1].offset + levels[-1].size
-        if n_entries > UINT32_MASK:
-            raise config_error(name, f"needs {n_entries} table entries; tcnn's uint32 offsets allow at most {UINT32_MASK}")
+        self.params = init_table(name, levels, n_features, seeded_generator(seed))
         self.levels = GridLevels(levels, HASH_PRIMES[hash_name])
         self.n_features_per_level = n_features
         self.n_output_dims = n_levels * n_features
-        init = (torch.rand(n_entries * n_features, generator=seeded_generator(seed)) * 2 - 1) * 1e-4
-        self.params = torch.nn.Parameter(init)
         return {
             "type": grid_type, "n_levels": n_levels, "n_features_per_level": n_features, "log2_hashmap_size": log2_size,
             "base_resolution": base_resolution, "per_level_scale": per_level_scale,

@@ -17,10 +17,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import Encoder, check_choice, check_float, check_int, config_error, seeded_generator
-from .grid import HASH_PRIMES, INTERPOLATIONS
+from .base import Encoder, check_choice, check_float, check_int, seeded_generator
+from .grid import HASH_PRIMES, INTERPOLATIONS, check_level_keys, init_table
 from .grid_functional import GridLevels, grid_encoding
-from .grid_layout import UINT32_MASK, GridLevel, grid_levels
+from .grid_layout import GridLevel, grid_levels
 
 # Sigma points use chol(cov + (REL_JITTER * trace / d + ABS_JITTER) I): rank-deficient or float32-rounded
 # PSD covariances still factor; the shift is far below any grid cell.
@@ -122,12 +122,7 @@ class Hybrid(Encoder):
 
     def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
         name, d = self.otype, self.n_input_dims
-        n_levels = check_int(name, "n_levels", config["n_levels"], 1, 128)
-        n_features = check_int(name, "n_features_per_level", config["n_features_per_level"], 1, 8)
-        if n_features not in (1, 2, 4, 8):
-            raise config_error(name, f"'n_features_per_level' must be 1, 2, 4 or 8 (as in tcnn), got {n_features}")
-        log2_size = check_int(name, "log2_hashmap_size", config["log2_hashmap_size"], 1, 31)
-        base = check_int(name, "base_resolution", config["base_resolution"], 1)
+        n_levels, n_features, log2_size, base = check_level_keys(name, config)
         scale = check_float(name, "per_level_scale", config["per_level_scale"], 1.0)
         split = check_int(name, "split_level", config["split_level"], 0, n_levels)
         self.coarse = check_choice(name, "coarse", config["coarse"], ("Fourier", "Dense"))
@@ -152,11 +147,11 @@ class Hybrid(Encoder):
         elif split:
             coarse = grid_levels(d, "Dense", split, log2_size, base, scale)
             self.coarse_levels = GridLevels(coarse, primes)
-            self.coarse_params = self._table(coarse, gen)
+            self.coarse_params = init_table(name, coarse, n_features, gen)
         if split < n_levels:
             fine = _rebased(all_levels[split:])
             self.fine_levels = GridLevels(fine, primes)
-            self.params = self._table(fine, gen)
+            self.params = init_table(name, fine, n_features, gen)
         self.n_output_dims = n_levels * n_features
         return {
             "n_levels": n_levels, "n_features_per_level": n_features, "log2_hashmap_size": log2_size,
@@ -164,13 +159,6 @@ class Hybrid(Encoder):
             "n_frequencies": n_freq, "fine_cov": self.fine_cov, "interpolation": self.interpolation,
             "hash": hash_name, "seed": seed,
         }
-
-    def _table(self, levels: list[GridLevel], gen: torch.Generator) -> nn.Parameter:
-        n_entries = levels[-1].offset + levels[-1].size
-        if n_entries > UINT32_MASK:
-            message = f"needs {n_entries} table entries; tcnn's uint32 offsets allow at most {UINT32_MASK}"
-            raise config_error(self.otype, message)
-        return nn.Parameter((torch.rand(n_entries * self.n_features_per_level, generator=gen) * 2 - 1) * 1e-4)
 
     def memory_bytes(self, bytes_per_param: int = 4) -> dict[str, int]:
         """Parameter memory: "coarse", "fine", "total", and "hashgrid" (a HashGrid with the same keys)."""
