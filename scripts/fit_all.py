@@ -1,4 +1,4 @@
-"""Fit every image config on scikit-image's camera and astronaut (and audio configs on a WAV) and write a report.
+"""Fit every image config on scikit-image's camera and astronaut (and audio configs on a WAV); tabulate the results.
 
     python scripts/fit_all.py [--size 512] [--step-scale 1.0] [--configs relu nerf-pe ...] [--images camera astronaut]
     python scripts/fit_all.py --images --audio data/speech.wav [--audio-configs siren-audio ...]
@@ -55,10 +55,11 @@ def main() -> None:
     parser.add_argument("--audio", type=Path, help="a WAV file to fit with --audio-configs")
     parser.add_argument("--audio-configs", nargs="+", default=list(AUDIO_CONFIGS))
     parser.add_argument("--out", type=Path, default=Path("out/results"))
-    parser.add_argument("--report", type=Path, default=Path("docs/results.md"))
+    parser.add_argument("--report", type=Path, help="the markdown table (default OUT/report.md); docs/results.md quotes these")
     args = parser.parse_args()
 
     args.out.mkdir(parents=True, exist_ok=True)
+    args.report = args.report or args.out / "report.md"
     rows: list = []
     runs = [("image", image, name) for image in test_images(args.images, args.size, args.out) for name in args.configs]
     runs += [("audio", args.audio, name) for name in args.audio_configs] if args.audio else []
