@@ -71,6 +71,32 @@ def _with_seed(section: dict[str, Any], seed: int, has_seed_key: bool) -> dict[s
     return {**section, "seed": section.get("seed", seed)} if has_seed_key else dict(section)
 
 
+def _encoding_with_seed(encoding: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The encoding config with ``seed`` filled in, also in nested encodings (Progressive, Composite)."""
+    encoding = _with_seed(encoding, seed, "seed" in encoder_class(encoding.get("otype")).defaults)
+    nested = encoding.get("nested")
+    if isinstance(nested, dict):
+        encoding["nested"] = _encoding_with_seed(nested, seed)
+    elif isinstance(nested, list):
+        encoding["nested"] = [_encoding_with_seed(n, seed) if isinstance(n, dict) else n for n in nested]
+    return encoding
+
+
+def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:
+    """One line on stderr for each coarse-to-fine schedule that has not switched everything on by the last step."""
+    for module in model.modules():
+        end_step = getattr(module, "end_step", None)
+        if end_step is not None and callable(getattr(module, "set_step", None)) and end_step >= steps:
+            print(f"inr-fit: warning: {type(module).__name__}'s schedule ends at step {end_step} (end_step) but training "
+                  f"stops at step {steps}: its finest bands or levels stay (partly) off", file=sys.stderr)
+
+
+def trained_levels(model: torch.nn.Module) -> int:
+    """How many levels of detail (PINs) the schedule had switched on in the last training step; 0 without levels."""
+    weights = getattr(getattr(model, "network", None), "level_weights", None)
+    return int((weights() > 0).sum()) if callable(weights) else 0
+
+
 def new_run(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     """Resolve a fresh run's config from the config file and the flags; prepare its output folder."""
     name = args.config or TASKS[args.task][1]
@@ -87,7 +113,7 @@ def new_run(args: argparse.Namespace) -> tuple[dict[str, Any], Path]:
     run = {
         "task": {"kind": args.task, "path": str(path), "train_split": args.train_split},
         "config_name": Path(name).stem, "seed": seed,
-        "encoding": _with_seed(encoding, seed, "seed" in encoder_class(encoding.get("otype")).defaults),
+        "encoding": _encoding_with_seed(encoding, seed),
         "network": _with_seed(network, seed, not is_separable(network)),
         "training": resolve_training(training),
     }
@@ -136,6 +162,7 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
     if args.resume:
         fitter.load_checkpoint()
     write_config(out, run)
+    warn_unfinished_schedules(model, run["training"]["steps"])
     if run["training"]["solver"] == "closed-form":
         xs, ys, values = task.train_grid()
         state = fitter.solve(lambda: model.solve(xs, ys, values, run["training"]["ridge"]))
@@ -143,7 +170,7 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
         state = fitter.run(quiet=args.quiet)
     chunk = run["training"]["eval_chunk"]
     metrics = task.finish(model, out, chunk, device)
-    for level in range(getattr(model, "n_levels", None) or 0):  # PINs: one reconstruction per level of detail
+    for level in range(trained_levels(model)):  # PINs: one reconstruction per level of detail
         level_metrics = task.finish(functools.partial(model, level=level), out, chunk, device, f"reconstruction_level{level}")
         metrics[f"psnr_level{level}"] = level_metrics["psnr"]
     n_params = sum(p.numel() for p in model.parameters())

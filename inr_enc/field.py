@@ -45,12 +45,12 @@ class Field(nn.Module):
 
     def forward(self, x: torch.Tensor, level: int | None = None) -> torch.Tensor:
         """x: [..., n_input_dims] -> [..., n_output_dims]; ``level`` picks a level of detail (PINs networks)."""
+        if level is not None and self.n_levels is None:
+            raise ValueError(f"level={level}: this field's network has no levels of detail")
         if getattr(self.network, "reads_coordinates", False):  # PatchMLP routes samples by position
             return self.network(self.encoder(x), x)
         if level is None:
             return self.network(self.encoder(x))
-        if self.n_levels is None:
-            raise ValueError(f"level={level}: this field's network has no levels of detail")
         return self.network(self.encoder(x), level=level)
 
 

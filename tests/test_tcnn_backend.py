@@ -62,12 +62,11 @@ def test_unknown_backend_is_a_value_error():
         build_encoder({"otype": "Frequency"}, 2, backend="cuda")
 
 
-def test_auto_on_cpu_is_the_torch_path_and_keeps_no_tcnn_state():
-    config, dims = SMALL["Composite"]
-    auto, torch_only = build_encoder(config, dims), build_encoder(config, dims, backend="torch")
-    x = torch.rand(32, dims)
-    assert torch.equal(auto(x), torch_only(x))
-    assert set(auto.state_dict()) == set(torch_only.state_dict())
+def test_progressive_hands_the_backend_to_its_nested_encoder():
+    encoder = build_encoder({"otype": "Progressive", "nested": {"otype": "HashGrid", "n_levels": 2}}, 3, backend="tcnn")
+    assert encoder.backend == "torch" and encoder.nested.backend == "tcnn"
+    with pytest.raises(ValueError, match="HashGrid: backend 'tcnn' unavailable: .*CUDA"):
+        encoder(torch.rand(4, 3))
 
 
 needs_tcnn = pytest.mark.skipif(not (torch.cuda.is_available() and tcnn_available()), reason="needs CUDA and tinycudann")
@@ -83,15 +82,27 @@ def test_tcnn_matches_torch_on_the_same_parameters(otype):
             p.uniform_(-1, 1)
     fast = build_encoder(config, dims, backend="tcnn").cuda()
     fast.load_state_dict(reference.state_dict())
-    x = torch.rand(1000, dims, device="cuda")
-    expected, got = reference(x), fast(x)
-    assert got.dtype == torch.float32
+    x_ref = torch.rand(1000, dims, device="cuda", requires_grad=True)
+    x_fast = x_ref.detach().clone().requires_grad_()
+    expected, got = reference(x_ref), fast(x_fast)
+    assert got.dtype == torch.float32 and fast._tcnn_modules
+    assert set(fast.state_dict()) == set(reference.state_dict())  # the tcnn module is not part of the model
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
     weights = torch.randn_like(expected)
     (expected * weights).sum().backward()
     (got * weights).sum().backward()
+    torch.testing.assert_close(x_fast.grad, x_ref.grad, rtol=1e-3, atol=1e-3)
     for p_ref, p_fast in zip(reference.parameters(), fast.parameters()):
         torch.testing.assert_close(p_fast.grad, p_ref.grad, rtol=1e-3, atol=1e-4)
+
+
+@needs_tcnn
+def test_auto_uses_tcnn_for_grids_only():
+    grid = build_encoder({"otype": "HashGrid", "n_levels": 2}, 3).cuda()
+    frequency = build_encoder({"otype": "Frequency"}, 3).cuda()  # tcnn has no second derivatives for it
+    x = torch.rand(64, 3, device="cuda")
+    grid(x), frequency(x)
+    assert grid._tcnn_modules and not frequency._tcnn_modules
 
 
 @needs_tcnn

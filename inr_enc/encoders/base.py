@@ -89,6 +89,7 @@ class Encoder(nn.Module):
     min_input_dims: ClassVar[int] = 1
     max_input_dims: ClassVar[int | None] = None
     tcnn_compatible: ClassVar[bool] = False
+    tcnn_auto: ClassVar[bool] = False  # backend "auto" picks tcnn on CUDA (grids: fast, second derivatives too)
 
     def __init__(self, n_input_dims: int, config: dict | None = None, backend: str = "auto") -> None:
         super().__init__()

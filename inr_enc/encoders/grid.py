@@ -57,6 +57,7 @@ class Grid(Encoder):
     """
 
     otype = "Grid"
+    tcnn_auto = True
     default_type = "Hash"
     max_input_dims = 7
     defaults = {

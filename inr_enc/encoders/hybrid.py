@@ -160,6 +160,10 @@ class Hybrid(Encoder):
             "hash": hash_name, "seed": seed,
         }
 
+    def output_bands(self) -> torch.Tensor:
+        """Output j belongs to level j // n_features_per_level (level-major, coarse first)."""
+        return torch.arange(self.n_output_dims) // self.n_features_per_level
+
     def memory_bytes(self, bytes_per_param: int = 4) -> dict[str, int]:
         """Parameter memory: "coarse", "fine", "total", and "hashgrid" (a HashGrid with the same keys)."""
         coarse = sum(p.numel() for p in (self.frequencies, self.weight, self.bias, self.coarse_params) if p is not None)
@@ -215,9 +219,10 @@ class Hybrid(Encoder):
         if cov is None:
             return grid_encoding(x, self.coarse_params, self.coarse_levels, F, self.interpolation)
         n, d = x.shape
-        cov64 = (cov + cov.transpose(1, 2)).double() / 2  # Cholesky reads one triangle; use both, as b^T cov b does
+        wide = torch.float32 if x.device.type == "mps" else torch.float64  # MPS has no float64
+        cov64 = (cov + cov.transpose(1, 2)).to(wide) / 2  # Cholesky reads one triangle; use both, as b^T cov b does
         jitter = REL_JITTER * cov64.diagonal(dim1=-2, dim2=-1).mean(-1).clamp_min(0) + ABS_JITTER
-        eye = torch.eye(d, dtype=torch.float64, device=x.device)
+        eye = torch.eye(d, dtype=wide, device=x.device)
         chol = _cholesky(cov64 + jitter[:, None, None] * eye)
         if chol is None:
             raise ValueError(f"{self.otype}: coarse 'Dense' needs a positive semi-definite cov (Cholesky failed)")

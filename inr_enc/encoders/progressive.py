@@ -1,8 +1,9 @@
 """Coarse-to-fine positional encoding: a schedule that switches an encoder's bands on one after another.
 
-Used by PINs (Landgraf et al., "Progressive Implicit Networks for Multi-Scale Neural Representations",
-ICML 2022) and BARF (Lin et al., ICCV 2021, whose cosine window this offers), and for grids like tcnn's
-``max_level``. The fit loop (and the nerfstudio callback) calls ``set_step(step)`` on every module that has it.
+As in PINs (Landgraf et al., "Progressive Implicit Networks for Multi-Scale Neural Representations",
+ICML 2022; networks/pins.py uses the same schedule for its levels) and BARF (Lin et al., ICCV 2021, whose
+cosine window this offers), and for grids like tcnn's ``max_level``. The fit loop calls ``set_step(step)``
+(``set_training_step``) on every module that has it before each training step.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class Progressive(Encoder):
         if not isinstance(config["nested"], dict):
             raise config_error(self.otype, "'nested' must be the config of the encoder to schedule")
         self.nested = build_encoder(config["nested"], self.n_input_dims, self.backend)
+        self.backend = "torch"  # the window is torch; the nested encoder runs on the backend asked for
         bands = self.nested.output_bands()
         if bands is None:
             raise config_error(self.otype, f"{self.nested.otype} has no frequency bands or levels to schedule")

@@ -13,8 +13,8 @@ from .base import Encoder, check_choice, check_float, check_int, config_error
 BASES = ("gaussian", "triangle", "box", "impulse", "sinc")
 AXES = ("separable", "diagonal")
 # Default ``width`` in units of the centre spacing 1/K. Gaussian: the reference's 2D image setting is
-# sigma = 0.006 at K = 128 per axis (2D_separable_points.py), 0.77 spacings. Triangle: the reference's own
-# default d = 1/K (hat functions, i.e. linear interpolation). Box: the triangle's support. Sinc: 1/K puts
+# sigma = 0.006 at K = 128 per axis (2D_separable_points.py), 0.77 spacings. Triangle: d = 1/K, the reference's 1D
+# default (hat functions, i.e. linear interpolation; its 2D scripts use 1/(4K)). Box: the triangle's support. Sinc: 1/K puts
 # each copy's zeros on the other centres (Whittaker-Shannon interpolation).
 DEFAULT_WIDTH = {"gaussian": 0.75, "triangle": 1.0, "box": 1.0, "sinc": 1.0}
 _SINC_SERIES = 0.01  # |u| below this: Taylor series, so that second derivatives stay finite at u = 0

@@ -1,7 +1,9 @@
 """Running an encoder through tiny-cuda-nn: same config, same ``params``, float32 output.
 
-An encoder's ``backend`` is "auto" (tcnn for float32 CUDA inputs when tinycudann imports and tcnn has the
-encoding, torch otherwise), "torch" or "tcnn" (an error where tcnn cannot run it). tcnn reads our parameter
+An encoder's ``backend`` is "auto" (tcnn for float32 CUDA inputs when tinycudann imports and the encoding is a
+grid tcnn has, torch otherwise), "torch" or "tcnn" (an error where tcnn cannot run it). "auto" keeps tcnn's
+other encodings (Frequency, SphericalHarmonics, ...) on torch because tcnn has no second derivatives for
+them (only for grids), and torch's are cheap. tcnn reads our parameter
 tensor directly (grids keep tcnn's table layout), so gradients land in the encoder's own parameters and
 switching backends changes nothing but speed. tcnn computes in float32 here (``dtype=torch.float32``);
 its default build has grids for 2 to 4 input dims with the CoherentPrime hash only.
@@ -36,7 +38,7 @@ def tcnn_unavailable_reason(encoder: Encoder, x: torch.Tensor) -> str | None:
 
 def uses_tcnn(encoder: Encoder, x: torch.Tensor) -> bool:
     """Whether ``encoder`` (with its ``backend``) runs ``x`` through tcnn; ValueError when "tcnn" is forced but impossible."""
-    if encoder.backend == "torch":
+    if encoder.backend == "torch" or (encoder.backend == "auto" and not encoder.tcnn_auto):
         return False
     reason = tcnn_unavailable_reason(encoder, x)
     if reason is not None and encoder.backend == "tcnn":

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -46,9 +47,7 @@ class PatchMLP(nn.Module):
         if not 1 <= len(patches) <= 3:
             raise config_error("network", f"'patches' must list 1 to 3 patch counts (one per coordinate dim), got {config['patches']!r}")
         self.patches = [check_int("network", "patches", p, 1) for p in patches]
-        n_patches = 1
-        for p in self.patches:
-            n_patches *= p
+        n_patches = math.prod(self.patches)
         mlp_config = {k: v for k, v in config.items() if k not in ("otype", "patches")}
         seed = check_int("network", "seed", mlp_config["seed"], 0)
         seeds = torch.randint(0, 2**31 - 1, (n_patches,), generator=seeded_generator(seed)).tolist()

@@ -168,8 +168,7 @@ class Fitter:
                     start = time.perf_counter()
                     loss = self._step()
                     state.seconds += time.perf_counter() - start
-                    state.step += 1
-                    set_training_step(self.model, state.step)  # evaluate and save as of the step just taken
+                    state.step += 1  # schedules stay as in the step just taken: evaluation sees the model as trained
                     if state.step % self.training["eval_every"] == 0 or state.step == steps:
                         state.history.append({"step": state.step, "seconds": state.seconds, "loss": loss, "psnr": self.evaluate()})
                         bar.set_postfix(loss=f"{loss:.3g}", psnr=f"{state.history[-1]['psnr']:.2f}")

@@ -17,10 +17,14 @@ SSIM_WINDOW = 11
 ROW_BAND = 256  # rows reconstructed (and SSIM-compared) at a time, to bound memory on large images
 
 
+def pixel_centres(n: int, selection: slice = slice(None)) -> torch.Tensor:
+    """(i + 0.5) / n for the selected i in 0..n-1: [k] float32, rounded once from float64."""
+    return ((torch.arange(n, dtype=torch.float64)[selection] + 0.5) / n).float()
+
+
 def pixel_coords(height: int, width: int, rows: slice = slice(None), cols: slice = slice(None)) -> torch.Tensor:
     """(x, y) of pixel centres ((j + 0.5) / W, (i + 0.5) / H) for the selected rows and columns: [n, 2], row-major."""
-    ys = ((torch.arange(height, dtype=torch.float64)[rows] + 0.5) / height).float()
-    xs = ((torch.arange(width, dtype=torch.float64)[cols] + 0.5) / width).float()
+    ys, xs = pixel_centres(height, rows), pixel_centres(width, cols)
     grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
     return torch.stack([grid_x, grid_y], dim=-1).reshape(-1, 2)
 
@@ -74,9 +78,7 @@ class ImageTask:
     def train_grid(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The training pixels as a grid: column centres xs [W'], row centres ys [H'], values [H', W', C]."""
         train = slice(0, None, 2) if self.train_split else slice(None)
-        xs = ((torch.arange(self.width, dtype=torch.float64)[train] + 0.5) / self.width).float()
-        ys = ((torch.arange(self.height, dtype=torch.float64)[train] + 0.5) / self.height).float()
-        return xs, ys, torch.from_numpy(self.image.pixels[train, train])
+        return pixel_centres(self.width, train), pixel_centres(self.height, train), torch.from_numpy(self.image.pixels[train, train])
 
     def reconstruct(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int, device: torch.device) -> np.ndarray:
         """The model's image [H, W, C], evaluated ROW_BAND rows at a time."""
