@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .fitting import Problem, predict, psnr
+from .fitting import Problem, predict, psnr, sample_centres
 from .signals import read_wav, write_wav
 
 AUDIO_RANGE = 2.0  # PSNR peak-to-peak range of [-1, 1] amplitudes
@@ -17,7 +17,7 @@ AUDIO_RANGE = 2.0  # PSNR peak-to-peak range of [-1, 1] amplitudes
 
 def sample_coords(n_samples: int) -> torch.Tensor:
     """[T, 1] sample-centre times (t + 0.5) / T."""
-    return ((torch.arange(n_samples, dtype=torch.float64) + 0.5) / n_samples).float()[:, None]
+    return sample_centres(n_samples)[:, None]
 
 
 class AudioTask:

@@ -75,6 +75,12 @@ class FitState:
     history: list[dict[str, float]] = field(default_factory=list)  # {"step", "seconds", "loss", "psnr"}
 
 
+def sample_centres(n: int, selection: slice = slice(None)) -> torch.Tensor:
+    """(i + 0.5) / n for the selected i in 0..n-1 (pixel or sample centres in [0, 1]): [k] float32, rounded once
+    from float64."""
+    return ((torch.arange(n, dtype=torch.float64)[selection] + 0.5) / n).float()
+
+
 def psnr(mse: float, value_range: float) -> float:
     return 10 * math.log10(value_range**2 / mse) if mse > 0 else math.inf
 

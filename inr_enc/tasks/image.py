@@ -10,21 +10,16 @@ import kornia
 import numpy as np
 import torch
 
-from .fitting import Problem, predict, psnr
+from .fitting import Problem, predict, psnr, sample_centres
 from .signals import read_image, write_image
 
 SSIM_WINDOW = 11
 ROW_BAND = 256  # rows reconstructed (and SSIM-compared) at a time, to bound memory on large images
 
 
-def pixel_centres(n: int, selection: slice = slice(None)) -> torch.Tensor:
-    """(i + 0.5) / n for the selected i in 0..n-1: [k] float32, rounded once from float64."""
-    return ((torch.arange(n, dtype=torch.float64)[selection] + 0.5) / n).float()
-
-
 def pixel_coords(height: int, width: int, rows: slice = slice(None), cols: slice = slice(None)) -> torch.Tensor:
     """(x, y) of pixel centres ((j + 0.5) / W, (i + 0.5) / H) for the selected rows and columns: [n, 2], row-major."""
-    ys, xs = pixel_centres(height, rows), pixel_centres(width, cols)
+    ys, xs = sample_centres(height, rows), sample_centres(width, cols)
     grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
     return torch.stack([grid_x, grid_y], dim=-1).reshape(-1, 2)
 
@@ -78,7 +73,7 @@ class ImageTask:
     def train_grid(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The training pixels as a grid: column centres xs [W'], row centres ys [H'], values [H', W', C]."""
         train = slice(0, None, 2) if self.train_split else slice(None)
-        return pixel_centres(self.width, train), pixel_centres(self.height, train), torch.from_numpy(self.image.pixels[train, train])
+        return sample_centres(self.width, train), sample_centres(self.height, train), torch.from_numpy(self.image.pixels[train, train])
 
     def reconstruct(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int, device: torch.device) -> np.ndarray:
         """The model's image [H, W, C], evaluated ROW_BAND rows at a time."""
