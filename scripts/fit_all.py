@@ -65,7 +65,7 @@ def main() -> None:
     runs += [("audio", args.audio, name) for name in args.audio_configs] if args.audio else []
     for task, signal, name in runs:
         steps = max(1, round(resolve_training(load_config(name).get("training"))["steps"] * args.step_scale))
-        run_dir = args.out / f"{signal.stem}-{name}"
+        run_dir = args.out / f"{signal.stem}-{Path(name).stem}"  # a config name or a config file
         flags = ["--train-split"] if name in TRAIN_SPLIT else []
         start = time.perf_counter()
         code = inr_fit([task, str(signal), "--config", name, "--steps", str(steps), "--out", str(run_dir),
