@@ -64,7 +64,7 @@ def test_schedule_switches_levels_on(window):
     ({"encoding": {"otype": "Frequency", "n_frequencies": 2}, "network": {"otype": "PINs", "n_levels": 3}}, "n_levels"),
     ({"encoding": {"otype": "Frequency"}, "network": {"otype": "PINs", "activation": "Sine"}}, "non-periodic"),
     ({"encoding": {"otype": "Frequency"}, "network": {"otype": "PINS", "n_neuron": 3}}, "n_neurons"),
-    ({"encoding": {"otype": "Frequency"}, "network": {"otype": "Transformer"}}, "unknown otype"),
+    ({"encoding": {"otype": "Frequency"}, "network": {"otype": "Transformer"}}, "unknown network otype .Transformer.; valid otypes: CutlassMLP"),
 ])
 def test_bad_configs(config, match):
     with pytest.raises(ValueError, match=match):

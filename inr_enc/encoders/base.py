@@ -59,6 +59,14 @@ def check_choice(otype: str, key: str, value: Any, choices: Iterable[str]) -> st
     raise config_error(otype, f"'{key}' must be one of {', '.join(choices)}; got {value!r}")
 
 
+def lookup_otype(kind: str, otype: Any, registry: dict[str, Any]) -> Any:
+    """``registry[otype]`` matched case-insensitively as tcnn does; ValueError naming ``kind`` and the valid otypes."""
+    by_lower = {name.lower(): value for name, value in registry.items()}
+    if not isinstance(otype, str) or otype.lower() not in by_lower:
+        raise ValueError(f"unknown {kind} otype {otype!r}; valid otypes: {', '.join(sorted(registry))}")
+    return by_lower[otype.lower()]
+
+
 def check_bool(otype: str, key: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise config_error(otype, f"'{key}' must be true or false, got {value!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Encoder
+from .base import Encoder, lookup_otype
 from .composite import Composite
 from .frequency import Frequency
 from .grid import DenseGrid, Grid, HashGrid, TiledGrid
@@ -33,10 +33,7 @@ ENCODERS: dict[str, type[Encoder]] = {
 
 def encoder_class(otype: Any) -> type[Encoder]:
     """The class registered for ``otype``, matched case-insensitively as tcnn does; ValueError listing the valid ones."""
-    by_lower = {name.lower(): cls for name, cls in ENCODERS.items()}
-    if not isinstance(otype, str) or otype.lower() not in by_lower:
-        raise ValueError(f"unknown encoding otype {otype!r}; valid otypes: {', '.join(sorted(ENCODERS))}")
-    return by_lower[otype.lower()]
+    return lookup_otype("encoding", otype, ENCODERS)
 
 
 def build_encoder(config: dict[str, Any], n_input_dims: int, backend: str = "auto") -> Encoder:

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from torch import nn
 
-from ..encoders.base import Encoder
+from ..encoders.base import Encoder, lookup_otype
 from .mlp import MLP
 from .patch_mlp import PatchMLP
 from .pins import PINs
@@ -37,8 +37,5 @@ NETWORKS: dict[str, NetworkFactory] = {
 def build_network(n_output_dims: int, config: dict[str, Any] | None, encoder: Encoder) -> nn.Module:
     """The network named by ``config["otype"]`` (default "MLP", case-insensitive) reading ``encoder``'s output."""
     config = dict(config or {})
-    by_lower = {name.lower(): factory for name, factory in NETWORKS.items()}
-    otype = config.get("otype", "MLP")
-    if not isinstance(otype, str) or otype.lower() not in by_lower:
-        raise ValueError(f"network: unknown otype {otype!r}; valid otypes: {', '.join(NETWORKS)}")
-    return by_lower[otype.lower()](encoder.n_output_dims, n_output_dims, config, encoder)
+    factory = lookup_otype("network", config.get("otype", "MLP"), NETWORKS)
+    return factory(encoder.n_output_dims, n_output_dims, config, encoder)
