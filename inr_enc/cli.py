@@ -23,7 +23,7 @@ from .encoders import encoder_class
 from .encoders.base import check_keys
 from .field import build_field, is_separable
 from .tasks.audio import AudioTask
-from .tasks.fitting import CHECKPOINT, Fitter, resolve_training
+from .tasks.fitting import CHECKPOINT, Fitter, Interrupted, resolve_training
 from .tasks.image import ImageTask
 from .tasks.outputs import OUTPUT_FILES, model_size_metrics, write_config, write_curve, write_metrics
 
@@ -188,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"inr-fit: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except Interrupted:
         print("inr-fit: interrupted; the checkpoint is saved, continue with --resume", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # before the training loop, or in a closed-form solve: nothing new was saved
+        print("inr-fit: interrupted; no checkpoint was written by this run", file=sys.stderr)
         return 130
     if not args.quiet:
         print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()))

@@ -13,6 +13,7 @@ import torch
 import yaml
 
 from inr_enc.cli import main as inr_fit
+from inr_enc.tasks.fitting import Fitter
 from inr_enc.tasks.png16 import read_png16, write_png16
 from inr_enc.tasks.signals import read_image, read_wav, write_wav
 
@@ -142,9 +143,12 @@ def _start(tmp_path, steps):
     args = [sys.executable, "-m", "inr_enc.cli", "image", str(big), "--config", str(tmp_path / "slow.yaml"),
             "--out", str(tmp_path / "run"), "--quiet"]
     process = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
+    deadline = time.time() + 600  # a cold start (fresh clone, busy machine) can take a while to import torch
     while not (tmp_path / "run" / "checkpoint.pt").exists() and time.time() < deadline and process.poll() is None:
         time.sleep(0.05)
+    if not (tmp_path / "run" / "checkpoint.pt").exists():
+        process.kill()
+        pytest.fail(f"inr-fit wrote no checkpoint (exit {process.poll()}): {process.communicate()[1][-2000:]}")
     return process
 
 
@@ -163,6 +167,16 @@ def test_interrupted_run_leaves_a_valid_checkpoint_and_resumes(tmp_path, how):
     assert state["step"] >= 1
     assert fit("image", "--resume", tmp_path / "run", "--steps", state["step"] + 1) == 0
     assert _final_state(tmp_path / "run")["step"] == state["step"] + 1
+
+
+def test_interrupt_before_any_checkpoint_says_nothing_was_saved(tmp_path, capsys, monkeypatch, image_path, tiny_config):
+    def interrupted_step(self):
+        raise KeyboardInterrupt  # as a Ctrl-C arriving before the first step finished
+
+    monkeypatch.setattr(Fitter, "_step", interrupted_step)
+    assert fit("image", image_path, "--config", tiny_config, "--out", tmp_path / "run") == 130
+    assert "no checkpoint was written" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
 
 
 def _bad(capsys, *args):

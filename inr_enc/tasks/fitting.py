@@ -103,6 +103,10 @@ def _schedule(kind: str, steps: int) -> Callable[[int], float]:
     return lambda step: 1.0
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a fit after its checkpoint was saved: ``--resume`` continues it."""
+
+
 class Fitter:
     """Fits ``model`` to ``problem`` with the resolved ``training`` settings, checkpointing into ``out_dir``."""
 
@@ -165,7 +169,7 @@ class Fitter:
 
     def run(self, quiet: bool = False) -> FitState:
         """Train up to ``training["steps"]``. Ctrl-C (or SIGTERM) finishes the current step, saves a checkpoint
-        and raises KeyboardInterrupt, so a resumed run continues exactly where this one stopped."""
+        and raises Interrupted, so a resumed run continues exactly where this one stopped."""
         steps, state = self.training["steps"], self.state
         bar = tqdm(total=steps, initial=state.step, disable=quiet, unit="step", dynamic_ncols=True)
         with _deferred_interrupts() as interrupted:
@@ -182,7 +186,7 @@ class Fitter:
                         self.save_checkpoint()
                     bar.update(1)
                     if interrupted():
-                        raise KeyboardInterrupt
+                        raise Interrupted
             finally:
                 bar.close()
         return state
