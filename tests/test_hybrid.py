@@ -104,7 +104,7 @@ def test_large_covariance_removes_high_frequencies():
 def test_fine_levels_equal_standalone_hashgrid(d, extra):
     cfg = {"n_levels": 6, "base_resolution": 4, "n_features_per_level": 2, **extra}
     split = 2
-    hybrid = _randomised(Hybrid(d, {**cfg, "split_level": split}))
+    hybrid = _randomised(Hybrid(d, {**cfg, "split_level": split}, backend="torch"))  # one path for both: bitwise
     grid = HashGrid(d, cfg, backend="torch")
     layout = reference.level_layout(d, "Hash", cfg["n_levels"], cfg["log2_hashmap_size"], cfg["base_resolution"],
                                     cfg["per_level_scale"])
@@ -121,7 +121,7 @@ def test_fine_levels_equal_standalone_hashgrid(d, extra):
 
 def test_dense_coarse_levels_equal_densegrid_on_one_schedule():
     cfg = {"n_levels": 5, "base_resolution": 3, "per_level_scale": 1.9, "log2_hashmap_size": 8}
-    hybrid = _randomised(Hybrid(2, {**cfg, "split_level": 3, "coarse": "Dense"}))
+    hybrid = _randomised(Hybrid(2, {**cfg, "split_level": 3, "coarse": "Dense"}, backend="torch"))
     dense = DenseGrid(2, {**cfg, "n_levels": 3}, backend="torch")
     with torch.no_grad():
         dense.params.copy_(hybrid.coarse_params)

@@ -58,7 +58,7 @@ def test_forcing_tcnn_on_cpu_names_the_reason():
 
 
 def test_unknown_backend_is_a_value_error():
-    with pytest.raises(ValueError, match="'backend' must be one of auto, torch, tcnn"):
+    with pytest.raises(ValueError, match="'backend' must be one of auto, torch, cpp, triton, tcnn"):
         build_encoder({"otype": "Frequency"}, 2, backend="cuda")
 
 

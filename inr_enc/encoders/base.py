@@ -89,7 +89,7 @@ class Encoder(nn.Module):
     ``_setup(config)`` (validate values, build parameters, set ``n_output_dims``) and
     ``encode(x: [N, n_input_dims]) -> [N, n_output_dims]`` in ``x``'s dtype (float32 or float64).
     Encodings that tiny-cuda-nn also has set ``tcnn_compatible`` (or override ``tcnn_config``); ``backend``
-    ("auto" | "torch" | "tcnn", see tcnn_backend.py) picks who computes the forward pass.
+    ("auto" | "torch" | "cpp" | "triton" | "tcnn", see tcnn_backend.py) picks who computes the forward pass.
     """
 
     otype: ClassVar[str]
@@ -98,10 +98,14 @@ class Encoder(nn.Module):
     max_input_dims: ClassVar[int | None] = None
     tcnn_compatible: ClassVar[bool] = False
     tcnn_auto: ClassVar[bool] = False  # backend "auto" picks tcnn on CUDA (grids: fast, second derivatives too)
+    grid_kernels: ClassVar[bool] = False  # computed by the grid kernels (backends "cpp", "triton")
+    sparse_gradients: bool = False  # grids on the CPU kernel: sparse table gradients (optim.enable_sparse_gradients)
 
     def __init__(self, n_input_dims: int, config: dict | None = None, backend: str = "auto") -> None:
         super().__init__()
         self.backend = check_choice(self.otype, "backend", backend, BACKENDS)
+        if backend in ("cpp", "triton") and not self.grid_kernels:
+            raise ValueError(f"{self.otype}: backend {backend!r} has kernels for grid encodings only; use 'auto' or 'torch'")
         self._tcnn_modules: dict[torch.device, nn.Module] = {}
         config = dict(config or {})
         config.pop("otype", None)
@@ -127,6 +131,10 @@ class Encoder(nn.Module):
         """Band of each output dim, [n_output_dims] int64, coarse to fine from 0 (-1: always on, e.g. NeRF's
         raw input), for encodings ordered by frequency or resolution; None for the others."""
         return None
+
+    def table_parameters(self) -> list[nn.Parameter]:
+        """Parameters read by row lookups (grid tables), which optim.GridAdam updates lazily; none by default."""
+        return []
 
     def tcnn_config(self) -> dict[str, Any] | None:
         """This encoder as a tiny-cuda-nn encoding config, or None where tcnn has no equivalent."""

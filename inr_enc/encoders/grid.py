@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
+from ..kernels import grid_kernel
 from .base import Encoder, check_choice, check_float, check_int, config_error, seeded_generator
-from .grid_functional import GridLevels, grid_encoding
+from .grid_functional import GridLevels, grid_encoding, sparse_accumulator
 from .grid_layout import GRID_TYPES, UINT32_MASK, GridLevel, default_per_level_scale, grid_levels
 
 # tcnn's hash factors per dimension (common_device.h); "CoherentPrime" is tcnn's default and the only one
@@ -58,6 +59,7 @@ class Grid(Encoder):
 
     otype = "Grid"
     tcnn_auto = True
+    grid_kernels = True
     default_type = "Hash"
     max_input_dims = 7
     defaults = {
@@ -100,8 +102,12 @@ class Grid(Encoder):
         """Output j belongs to level j // n_features_per_level (tcnn's level-major layout)."""
         return torch.arange(self.n_output_dims) // self.n_features_per_level
 
+    def table_parameters(self) -> list[torch.nn.Parameter]:
+        return [self.params]
+
     def encode(self, x: torch.Tensor) -> torch.Tensor:
-        return grid_encoding(x, self.params, self.levels, self.n_features_per_level, self.interpolation)
+        return grid_encoding(x, self.params, self.levels, self.n_features_per_level, self.interpolation,
+                             grid_kernel(self.backend), sparse_accumulator(self, self.params))
 
 
 class HashGrid(Grid):

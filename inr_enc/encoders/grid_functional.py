@@ -186,11 +186,49 @@ class _InterpolateTable(torch.autograd.Function):
         return grad_table, grad_weights, None
 
 
-def grid_encoding(
+def sparse_accumulator(owner: torch.nn.Module, params: torch.Tensor) -> torch.Tensor | None:
+    """The zero workspace (like ``params``) that ``owner``'s sparse table gradients accumulate in, kept on
+    ``owner``; None unless ``owner.sparse_gradients`` is on and ``params`` is being trained."""
+    if not (owner.sparse_gradients and params.requires_grad and torch.is_grad_enabled()):
+        return None
+    workspace = owner.__dict__.get("_sparse_accumulator")
+    if workspace is None or workspace.shape != params.shape or workspace.dtype != params.dtype or workspace.device != params.device:
+        workspace = owner.__dict__["_sparse_accumulator"] = torch.zeros_like(params, requires_grad=False)
+    return workspace
+
+
+def torch_grid_encoding(
     x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features_per_level: int, interpolation: str
 ) -> torch.Tensor:
-    """x: [N, d] -> [N, L * F] (level-major, feature-minor), read from the flat table ``params``."""
+    """The PyTorch path: x [N, d] -> [N, L * F] (level-major, feature-minor), read from the flat table ``params``."""
     index, weights = grid_corners(x, levels, interpolation)
     table = params.to(x.dtype).reshape(-1, n_features_per_level)
     out = _InterpolateTable.apply(table, weights, index)  # [L, N, F]
     return out.permute(1, 0, 2).reshape(x.shape[0], index.shape[0] * n_features_per_level)
+
+
+def grid_encoding(
+    x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features_per_level: int, interpolation: str,
+    kernel: str = "auto", sparse_accumulator: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """x: [N, d] -> [N, L * F] (level-major, feature-minor), read from the flat table ``params``.
+
+    ``kernel``: "torch" (the PyTorch ops above), "cpp" (the fused CPU kernel, kernels/cpu_grid.py), "triton"
+    (kernels/triton_grid.py) or "auto" (cpp on CPU and triton on CUDA where they run, else torch); the paths
+    agree to float rounding. ``sparse_accumulator`` (zeros like ``params``): the cpp kernel then gives ``params``
+    a sparse gradient holding only the rows the batch read (for optim.GridAdam); other paths ignore it.
+    """
+    from ..kernels import pick_grid_kernel  # the kernels import this module
+
+    path = pick_grid_kernel(kernel, x, params, n_features_per_level)
+    if path == "torch":
+        return torch_grid_encoding(x, params, levels, n_features_per_level, interpolation)
+    table = params.to(x.dtype)
+    if path == "cpp":
+        from ..kernels.cpu_grid import fused_grid_encoding
+
+        accumulator = sparse_accumulator if table is params and params.requires_grad else None
+        return fused_grid_encoding(x, table, levels, n_features_per_level, interpolation, accumulator, torch_grid_encoding)
+    from ..kernels.triton_grid import triton_grid_encoding
+
+    return triton_grid_encoding(x, table, levels, n_features_per_level, interpolation)

@@ -17,9 +17,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..kernels import grid_kernel
 from .base import Encoder, check_choice, check_float, check_int, seeded_generator
 from .grid import HASH_PRIMES, INTERPOLATIONS, check_level_keys, init_table
-from .grid_functional import GridLevels, grid_encoding
+from .grid_functional import GridLevels, grid_encoding, sparse_accumulator
 from .grid_layout import GridLevel, grid_levels
 
 # Sigma points use chol(cov + (REL_JITTER * trace / d + ABS_JITTER) I): rank-deficient or float32-rounded
@@ -113,6 +114,7 @@ class Hybrid(Encoder):
     """
 
     otype = "Hybrid"
+    grid_kernels = True
     max_input_dims = 7
     defaults = {
         "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 19, "base_resolution": 16,
@@ -159,6 +161,9 @@ class Hybrid(Encoder):
             "n_frequencies": n_freq, "fine_cov": self.fine_cov, "interpolation": self.interpolation,
             "hash": hash_name, "seed": seed,
         }
+
+    def table_parameters(self) -> list[nn.Parameter]:
+        return [p for p in (self.coarse_params, self.params) if p is not None]
 
     def output_bands(self) -> torch.Tensor:
         """Output j belongs to level j // n_features_per_level (level-major, coarse first)."""
@@ -217,7 +222,7 @@ class Hybrid(Encoder):
     def _dense(self, x: torch.Tensor, cov: torch.Tensor | None) -> torch.Tensor:
         F = self.n_features_per_level
         if cov is None:
-            return grid_encoding(x, self.coarse_params, self.coarse_levels, F, self.interpolation)
+            return grid_encoding(x, self.coarse_params, self.coarse_levels, F, self.interpolation, grid_kernel(self.backend))
         n, d = x.shape
         wide = torch.float32 if x.device.type == "mps" else torch.float64  # MPS has no float64
         cov64 = (cov + cov.transpose(1, 2)).to(wide) / 2  # Cholesky reads one triangle; use both, as b^T cov b does
@@ -230,12 +235,14 @@ class Hybrid(Encoder):
         chol = torch.where(zero, torch.zeros_like(chol), chol).to(x.dtype)
         offsets = math.sqrt(d) * chol.transpose(1, 2)  # row i: sqrt(d) times column i of L
         points = torch.cat([x[:, None] + offsets, x[:, None] - offsets], dim=1).clamp(0, 1)  # [N, 2d, d]
-        features = grid_encoding(points.reshape(-1, d), self.coarse_params, self.coarse_levels, F, self.interpolation)
+        features = grid_encoding(points.reshape(-1, d), self.coarse_params, self.coarse_levels, F, self.interpolation,
+                                 grid_kernel(self.backend))
         return features.reshape(n, 2 * d, features.shape[-1]).mean(dim=1)
 
     def _fine(self, x: torch.Tensor, cov: torch.Tensor | None) -> torch.Tensor:
         F = self.n_features_per_level
-        out = grid_encoding(x, self.params, self.fine_levels, F, self.interpolation)
+        out = grid_encoding(x, self.params, self.fine_levels, F, self.interpolation, grid_kernel(self.backend),
+                            sparse_accumulator(self, self.params))
         if cov is None or self.fine_cov == "Mean":
             return out
         variance = cov.diagonal(dim1=-2, dim2=-1).mean(-1)[:, None]  # [N, 1]

@@ -1,7 +1,8 @@
 """Running an encoder through tiny-cuda-nn: same config, same ``params``, float32 output.
 
 An encoder's ``backend`` is "auto" (tcnn for float32 CUDA inputs when tinycudann imports and the encoding is a
-grid tcnn has, torch otherwise), "torch" or "tcnn" (an error where tcnn cannot run it). "auto" keeps tcnn's
+grid tcnn has; otherwise grids use inr_enc's own kernels where they run, see inr_enc/kernels, and the rest
+torch), "torch" (PyTorch ops only), "cpp" or "triton" (one grid kernel) or "tcnn" (errors where it cannot run). "auto" keeps tcnn's
 other encodings (Frequency, SphericalHarmonics, ...) on torch because tcnn has no second derivatives for
 them (only for grids), and torch's are cheap. tcnn reads our parameter
 tensor directly (grids keep tcnn's table layout), so gradients land in the encoder's own parameters and
@@ -20,7 +21,7 @@ from ..backends import tinycudann
 if TYPE_CHECKING:
     from .base import Encoder
 
-BACKENDS = ("auto", "torch", "tcnn")
+BACKENDS = ("auto", "torch", "cpp", "triton", "tcnn")  # cpp, triton: the grid kernels (inr_enc/kernels)
 
 
 def tcnn_unavailable_reason(encoder: Encoder, x: torch.Tensor) -> str | None:
@@ -38,7 +39,7 @@ def tcnn_unavailable_reason(encoder: Encoder, x: torch.Tensor) -> str | None:
 
 def uses_tcnn(encoder: Encoder, x: torch.Tensor) -> bool:
     """Whether ``encoder`` (with its ``backend``) runs ``x`` through tcnn; ValueError when "tcnn" is forced but impossible."""
-    if encoder.backend == "torch" or (encoder.backend == "auto" and not encoder.tcnn_auto):
+    if encoder.backend in ("torch", "cpp", "triton") or (encoder.backend == "auto" and not encoder.tcnn_auto):
         return False
     reason = tcnn_unavailable_reason(encoder, x)
     if reason is not None and encoder.backend == "tcnn":

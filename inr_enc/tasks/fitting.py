@@ -18,14 +18,15 @@ from typing import Any, Callable, Iterator
 import torch
 from tqdm import tqdm
 
-from ..encoders.base import check_choice, check_float, check_int, check_keys
+from ..encoders.base import check_bool, check_choice, check_float, check_int, check_keys
 from ..encoders.progressive import set_training_step
 from ..io import atomic_path
+from ..optim import GridAdam
 
 TRAINING_DEFAULTS: dict[str, Any] = {
     "steps": 2000, "batch_size": None, "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "loss": "MSE",
     "schedule": "constant", "eval_every": 50, "checkpoint_every": 100, "eval_chunk": 65536,
-    "solver": "adam", "ridge": 0.0,
+    "solver": "adam", "ridge": 0.0, "lazy_tables": True,
 }
 LOSSES = ("MSE", "RelativeL2")
 SCHEDULES = ("constant", "cosine")
@@ -54,6 +55,7 @@ def resolve_training(config: dict[str, Any] | None) -> dict[str, Any]:
         "eval_chunk": check_int("training", "eval_chunk", config["eval_chunk"], 1),
         "solver": check_choice("training", "solver", config["solver"], SOLVERS),
         "ridge": check_float("training", "ridge", config["ridge"], 0.0),
+        "lazy_tables": check_bool("training", "lazy_tables", config["lazy_tables"]),
     }
 
 
@@ -114,7 +116,9 @@ class Fitter:
                  out_dir: Path, device: torch.device, run_config: dict[str, Any]) -> None:
         self.model, self.problem, self.training = model.to(device), problem, training
         self.out_dir, self.device, self.run_config = Path(out_dir), device, run_config
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=training["lr"], betas=tuple(training["betas"]), eps=training["eps"])
+        # grid tables: tcnn's lazy Adam on sparse gradients (optim.py); everything else torch.optim.Adam
+        self.optimizer = GridAdam.for_model(model, lr=training["lr"], lazy=training["lazy_tables"],
+                                            betas=tuple(training["betas"]), eps=training["eps"])
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _schedule(training["schedule"], training["steps"]))
         self.batches = torch.Generator().manual_seed(seed)
         self.state = FitState()

@@ -1,0 +1,119 @@
+"""The fused CPU grid kernel (grid_cpu.cpp), built with torch's C++ extension tooling at first use.
+
+``grid_encoding`` in encoders/grid_functional.py calls :func:`fused_grid_encoding` for CPU inputs when the
+extension builds (a C++ compiler is present); otherwise it prints one line and stays on the PyTorch path. The
+kernel recomputes corner indices and weights in the backward instead of storing [L, 2^d, N] tensors, and its
+table gradient can be sparse (the rows the batch read, see :func:`fused_grid_encoding`). Second derivatives
+(backward under ``create_graph``) are taken through the PyTorch path.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+if TYPE_CHECKING:
+    from ..encoders.grid_functional import GridLevels
+
+INTERPOLATION_CODES = {"Linear": 0, "Nearest": 1, "Smoothstep": 2}
+SOURCES = [str(Path(__file__).with_name(name)) for name in ("grid_cpu.cpp", "lazy_adam.cpp")]
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_extension() -> ModuleType | None:
+    """The compiled kernels, or None (after a one-line notice on stderr) when they cannot be built here.
+    ``INR_ENC_NO_EXTENSION=1`` skips them. Builds land in torch's extension cache (TORCH_EXTENSIONS_DIR)."""
+    if os.environ.get("INR_ENC_NO_EXTENSION") == "1":
+        return None
+    try:
+        from torch.utils.cpp_extension import load
+
+        return load(name="inr_enc_grid_cpu", sources=SOURCES, extra_cflags=["-O3", "-fopenmp"],
+                    extra_ldflags=["-fopenmp"], verbose=False)
+    except Exception as error:  # no compiler, no headers, a failed build: all mean "use the torch path"
+        reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        print(f"inr_enc: the fused CPU grid kernel is unavailable ({reason[:200]}); grids run on the PyTorch path",
+              file=sys.stderr)
+        return None
+
+
+def fused_unavailable_reason(x: torch.Tensor, params: torch.Tensor, n_features_per_level: int) -> str | None:
+    """Why the fused kernel cannot encode ``x`` here, or None when it can."""
+    if x.device.type != "cpu" or params.device.type != "cpu":
+        return "the fused kernel runs on CPU tensors only"
+    if x.dtype not in (torch.float32, torch.float64):
+        return f"the fused kernel takes float32 or float64 inputs, got {x.dtype}"
+    if n_features_per_level > 8 or x.shape[1] > 7:
+        return "the fused kernel handles up to 8 features per level and 7 input dims"
+    if cpu_extension() is None:
+        return "the fused CPU kernel did not build here"
+    return None
+
+
+def _level_args(levels: GridLevels) -> tuple:
+    return (levels.scale.contiguous(), levels.offset, levels.dense_strides.contiguous(), levels.dense_size,
+            torch.tensor(levels.primes, dtype=torch.int64), levels.n_dense, levels.hash_size)
+
+
+class _FusedGrid(torch.autograd.Function):
+    """table [E * F] flat, x [N, d] -> [N, L * F]; see fused_grid_encoding."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, table: torch.Tensor, levels: GridLevels, f: int, interpolation: str,
+                accumulator: torch.Tensor | None, reference: Callable) -> torch.Tensor:
+        ext, args = cpu_extension(), _level_args(levels)
+        ctx.save_for_backward(x, table)
+        ctx.setup = (args, f, interpolation, accumulator, reference, levels)
+        return ext.forward(x.contiguous(), table.contiguous(), f, INTERPOLATION_CODES[interpolation], *args)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple:
+        x, table = ctx.saved_tensors
+        args, f, interpolation, accumulator, reference, levels = ctx.setup
+        if torch.is_grad_enabled():  # create_graph: differentiate the PyTorch path instead (second derivatives)
+            wanted = [t for t, needed in zip((x, table), ctx.needs_input_grad[:2]) if needed]
+            with torch.enable_grad():
+                out = reference(x, table, levels, f, interpolation)
+            grads = iter(torch.autograd.grad(out, wanted, grad, create_graph=True))
+            return (next(grads) if ctx.needs_input_grad[0] else None,
+                    next(grads) if ctx.needs_input_grad[1] else None, None, None, None, None, None)
+        ext, code, grad = cpu_extension(), INTERPOLATION_CODES[interpolation], grad.contiguous()
+        grad_x = grad_table = None
+        if ctx.needs_input_grad[0]:
+            grad_x = ext.backward_input(x.contiguous(), table.contiguous(), grad, f, code, *args)
+        if ctx.needs_input_grad[1]:
+            n_rows, n_reads = table.numel() // f, x.shape[0] * levels.scale.numel() * (1 if code == 1 else 2 ** x.shape[1])
+            if accumulator is None or n_reads >= n_rows:  # a batch reading about every row: dense is cheaper
+                grad_table = ext.backward_table(x.contiguous(), grad, n_rows, f, code, *args)
+            else:
+                index, values = ext.backward_table_sparse(x.contiguous(), grad, accumulator, f, code, *args)
+                grad_table = torch.sparse_coo_tensor(index[None], values, table.shape, is_coalesced=True,
+                                                     check_invariants=False)
+        return grad_x, grad_table, None, None, None, None, None
+
+
+def fused_grid_encoding(x: torch.Tensor, table: torch.Tensor, levels: GridLevels, n_features_per_level: int,
+                        interpolation: str, accumulator: torch.Tensor | None, reference: Callable) -> torch.Tensor:
+    """x: [N, d] -> [N, L * F] from the flat table [E * F] (same dtype as x), as ``reference`` computes it.
+
+    ``accumulator``: None for a dense table gradient, or a zero [E * F] workspace of the table's dtype for a
+    sparse one where the batch makes fewer lookups than the table has rows (else dense, which is cheaper then):
+    a COO tensor holding each row with a nonzero gradient once (coalesced: unique indices, level by level, not
+    sorted within a level); the workspace is left at zero, so such a step never touches the whole table.
+    ``reference(x, table, levels, F, interpolation)`` is the differentiable PyTorch path, for second derivatives.
+    """
+    return _FusedGrid.apply(x, table, levels, n_features_per_level, interpolation, accumulator, reference)
+
+
+def lazy_adam_step(param: torch.Tensor, state: dict[str, torch.Tensor], grad: torch.Tensor, lr: float,
+                   betas: tuple[float, float], eps: float) -> None:
+    """In place: optim.GridAdam's lazy update of the flat ``param`` with a dense or sparse (coalesced) ``grad``."""
+    indices, values = (grad._indices()[0], grad._values()) if grad.is_sparse else (grad.new_empty(0, dtype=torch.int64), grad)
+    cpu_extension().lazy_adam(param, state["exp_avg"], state["exp_avg_sq"], state["steps"], indices.contiguous(),
+                              values.contiguous(), lr, betas[0], betas[1], eps)

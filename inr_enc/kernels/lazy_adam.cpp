@@ -1,0 +1,33 @@
+// The lazy Adam update of optim.GridAdam for CPU tensors, compiled into the same extension as grid_cpu.cpp.
+#include <torch/extension.h>
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+
+// Lazy Adam (tiny-cuda-nn's update of non-matrix parameters): elements whose gradient is exactly 0 are skipped,
+// the others take torch.optim.Adam's update with their own step count in `steps`. The gradient is either
+// `values` [M] at the unique element `indices` [M], or dense (`values` like `param`, `indices` empty).
+void lazy_adam(torch::Tensor param, torch::Tensor exp_avg, torch::Tensor exp_avg_sq, torch::Tensor steps,
+               const torch::Tensor& indices, const torch::Tensor& values, double lr, double beta1, double beta2, double eps) {
+  const bool dense = indices.numel() == 0;
+  AT_DISPATCH_FLOATING_TYPES(param.scalar_type(), "lazy_adam", [&] {
+    scalar_t *p = param.data_ptr<scalar_t>(), *m = exp_avg.data_ptr<scalar_t>(), *v = exp_avg_sq.data_ptr<scalar_t>();
+    int32_t* t = steps.data_ptr<int32_t>();
+    const int64_t* idx = dense ? nullptr : indices.data_ptr<int64_t>();
+    const scalar_t* g = values.data_ptr<scalar_t>();
+    at::parallel_for(0, values.numel(), 4096, [&](int64_t begin, int64_t end) {
+      for (int64_t j = begin; j < end; ++j) {
+        if (g[j] == scalar_t(0)) continue;
+        const int64_t e = dense ? j : idx[j];
+        const int32_t step = ++t[e];
+        m[e] += (g[j] - m[e]) * static_cast<scalar_t>(1 - beta1);  // torch.optim.Adam's lerp
+        v[e] = v[e] * static_cast<scalar_t>(beta2) + static_cast<scalar_t>(1 - beta2) * g[j] * g[j];
+        const double step_size = lr / (1 - std::pow(beta1, step));
+        const double correction2_sqrt = std::sqrt(1 - std::pow(beta2, step));
+        const scalar_t denom = std::sqrt(v[e]) / static_cast<scalar_t>(correction2_sqrt) + static_cast<scalar_t>(eps);
+        p[e] -= static_cast<scalar_t>(step_size) * m[e] / denom;
+      }
+    });
+  });
+}

@@ -1,0 +1,111 @@
+"""Adam with tiny-cuda-nn's lazy update for grid tables.
+
+A batch reads only some rows of a hash grid's table. tiny-cuda-nn's Adam (include/tiny-cuda-nn/optimizers/
+adam.h) skips every non-matrix parameter whose gradient is exactly 0 and counts steps per parameter for the
+bias correction, so an unread row keeps its value, its moments and its step count. :class:`GridAdam` does the
+same for the parameter groups marked ``lazy`` (the tables :func:`grid_tables` finds) and is
+``torch.optim.Adam`` for the rest. Per element, an update is torch.optim.Adam's (lerp of the first moment,
+eps added to the bias-corrected sqrt of the second) with t = that element's own step count; where every
+element has a nonzero gradient at every step it equals torch.optim.Adam.
+
+With :func:`enable_sparse_gradients`, grids on the fused CPU kernel hand their tables a sparse gradient of the
+rows the batch read (when it reads fewer lookups than the table has rows), so a step costs in proportion to
+the batch, not to the table. Dense gradients work too (other devices and paths); then every element is read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+import torch
+
+
+def grid_tables(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The grid tables of ``model``: parameters its encoders read by row lookups (``table_parameters()``)."""
+    tables: list[torch.nn.Parameter] = []
+    for module in model.modules():
+        tables += [p for p in getattr(module, "table_parameters", lambda: [])() if all(p is not t for t in tables)]
+    return tables
+
+
+def enable_sparse_gradients(model: torch.nn.Module, enabled: bool = True) -> None:
+    """Let every grid of ``model`` give its table sparse gradients where its kernel supports them (CPU)."""
+    for module in model.modules():
+        if hasattr(module, "table_parameters"):
+            module.sparse_gradients = enabled
+
+
+def _lazy_update_torch(param: torch.Tensor, state: dict[str, torch.Tensor], grad: torch.Tensor, lr: float,
+                       betas: tuple[float, float], eps: float) -> None:
+    """The lazy update with torch ops (devices without the CPU kernel)."""
+    grad = grad.coalesce() if grad.is_sparse else grad
+    index, values = (grad.indices()[0], grad.values()) if grad.is_sparse else (None, grad.reshape(-1))
+    keep = values != 0
+    index = keep.nonzero()[:, 0] if index is None else index[keep]
+    values = values[keep]
+    flat = {name: tensor.view(-1) for name, tensor in state.items()}
+    steps = flat["steps"][index] + 1
+    exp_avg = flat["exp_avg"][index].lerp_(values, 1 - betas[0])
+    exp_avg_sq = flat["exp_avg_sq"][index].mul_(betas[1]).addcmul_(values, values, value=1 - betas[1])
+    step_size = (lr / (1 - betas[0] ** steps.double())).to(param.dtype)
+    correction2_sqrt = (1 - betas[1] ** steps.double()).sqrt().to(param.dtype)
+    param.view(-1).index_add_(0, index, -step_size * exp_avg / (exp_avg_sq.sqrt() / correction2_sqrt + eps))
+    flat["steps"][index], flat["exp_avg"][index], flat["exp_avg_sq"][index] = steps, exp_avg, exp_avg_sq
+
+
+class GridAdam(torch.optim.Adam):
+    """``torch.optim.Adam`` whose parameter groups with ``"lazy": True`` get tiny-cuda-nn's lazy update.
+
+    Lazy groups take the ``lr``, ``betas`` and ``eps`` of Adam (no weight decay, amsgrad, maximize); their
+    state per parameter is ``exp_avg``, ``exp_avg_sq`` and ``steps`` (int32, per element), saved by
+    ``state_dict`` like Adam's. Use :meth:`for_model` for a field: its grid tables lazy, the rest Adam.
+    """
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, **kwargs: Any) -> None:
+        super().__init__(params, lr=lr, **kwargs)
+        for group in self.param_groups:
+            group.setdefault("lazy", False)
+            if group["lazy"] and (group["weight_decay"] or group["amsgrad"] or group["maximize"]):
+                raise ValueError("GridAdam: lazy groups take no weight_decay, amsgrad or maximize")
+
+    @classmethod
+    def for_model(cls, model: torch.nn.Module, lr: float = 1e-3, lazy: bool = True, **kwargs: Any) -> GridAdam:
+        """A GridAdam over ``model``'s parameters, lazy for its grid tables (see :func:`grid_tables`), which
+        then get sparse gradients where their kernel has them; ``lazy=False``: torch.optim.Adam throughout."""
+        enable_sparse_gradients(model, lazy)
+        tables = grid_tables(model) if lazy else []
+        rest = [p for p in model.parameters() if all(p is not t for t in tables)]
+        groups = [group for group in ({"params": rest}, {"params": tables, "lazy": True}) if group["params"]]
+        return cls(groups, lr=lr, **kwargs)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        held = []  # lazy groups' gradients, kept from Adam's step
+        for group in self.param_groups:
+            if group["lazy"]:
+                for param in group["params"]:
+                    if param.grad is not None:
+                        self._lazy_step(param, param.grad, group)
+                        held.append((param, param.grad))
+                        param.grad = None
+        super().step()
+        for param, grad in held:
+            param.grad = grad
+        return loss
+
+    def _lazy_step(self, param: torch.Tensor, grad: torch.Tensor, group: dict[str, Any]) -> None:
+        from .kernels.cpu_grid import cpu_extension, lazy_adam_step
+
+        state = self.state[param]
+        if not state:
+            state.update(exp_avg=torch.zeros_like(param), exp_avg_sq=torch.zeros_like(param),
+                         steps=torch.zeros_like(param, dtype=torch.int32))
+        args = (param, state, grad, group["lr"], tuple(group["betas"]), group["eps"])
+        if param.device.type == "cpu" and param.is_contiguous() and cpu_extension() is not None:
+            lazy_adam_step(*args)
+        else:
+            _lazy_update_torch(*args)

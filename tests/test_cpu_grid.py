@@ -1,0 +1,137 @@
+"""The fused CPU grid kernel (inr_enc/kernels) against the PyTorch path, which tests/test_grid.py checks
+against slow loops and tcnn's formulas."""
+
+import pytest
+import torch
+
+from inr_enc.encoders import build_encoder
+from inr_enc.encoders.grid_functional import grid_encoding, torch_grid_encoding
+from inr_enc.kernels import cpu_grid, pick_grid_kernel
+
+pytestmark = pytest.mark.skipif(cpu_grid.cpu_extension() is None, reason="the C++ extension does not build here")
+
+CASES = [  # (dims, grid config)
+    (1, {"type": "Hash", "n_levels": 5, "log2_hashmap_size": 6, "base_resolution": 4, "per_level_scale": 2.0}),
+    (2, {"type": "Hash", "n_levels": 6, "log2_hashmap_size": 8, "base_resolution": 4, "per_level_scale": 1.7}),
+    (3, {"type": "Hash", "n_levels": 4, "log2_hashmap_size": 9, "base_resolution": 3, "per_level_scale": 2.5}),
+    (3, {"type": "Dense", "n_levels": 3, "base_resolution": 3, "per_level_scale": 1.5}),
+    (2, {"type": "Tiled", "n_levels": 3, "base_resolution": 5, "per_level_scale": 2.0}),
+    (4, {"type": "Hash", "n_levels": 3, "log2_hashmap_size": 10, "base_resolution": 2, "per_level_scale": 2.0}),
+    (7, {"type": "Hash", "n_levels": 2, "log2_hashmap_size": 12, "base_resolution": 2, "per_level_scale": 2.0}),
+]
+
+
+def _grid(d, config, f=2, interpolation="Linear", dtype=torch.float32):
+    enc = build_encoder({"otype": "Grid", "n_features_per_level": f, "interpolation": interpolation, **config}, d)
+    with torch.no_grad():  # values of order 1, so that differences show
+        enc.params.copy_(torch.randn(enc.params.shape, generator=torch.Generator().manual_seed(1)))
+    return enc.to(dtype)
+
+
+def _inputs(n, d, dtype):
+    x = torch.rand(n, d, dtype=dtype, generator=torch.Generator().manual_seed(2)) * 1.6 - 0.3  # also outside [0, 1]
+    x[:3] = torch.tensor([0.0, 1.0, -2.5e3], dtype=dtype)[:, None]  # corners, and far outside (wraps like tcnn)
+    return x.requires_grad_()
+
+
+def _encode_and_grads(enc, x, kernel, grad):
+    params = enc.params.detach().clone().requires_grad_()
+    out = grid_encoding(x, params, enc.levels, enc.n_features_per_level, enc.interpolation, kernel)
+    grads = torch.autograd.grad(out, [x, params], grad, allow_unused=True)
+    return out, *(torch.zeros_like(t) if g is None else g for g, t in zip(grads, (x, params)))
+
+
+@pytest.mark.parametrize("d, config", CASES)
+@pytest.mark.parametrize("interpolation", ["Linear", "Nearest", "Smoothstep"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_outputs_and_gradients_match_the_torch_path(d, config, interpolation, dtype):
+    for f in (1, 2, 4, 8) if d == 2 else (2,):
+        enc = _grid(d, config, f, interpolation, dtype)
+        x = _inputs(300, d, dtype)
+        grad = torch.randn(300, enc.n_output_dims, dtype=dtype, generator=torch.Generator().manual_seed(3))
+        eps = torch.finfo(dtype).eps  # sums of terms up to scale * |table| * |grad|: rounding relative to the largest
+        for ours, theirs in zip(_encode_and_grads(enc, x, "cpp", grad), _encode_and_grads(enc, x, "torch", grad)):
+            torch.testing.assert_close(ours, theirs, atol=64 * eps * float(theirs.detach().abs().max()), rtol=16 * eps)
+
+
+def test_sparse_table_gradient_holds_the_read_rows_once():
+    d, config = CASES[2]
+    enc = _grid(d, {**config, "log2_hashmap_size": 14})  # 4 levels: more rows than a small batch reads
+    x = _inputs(50, d, torch.float32)
+    grad = torch.randn(50, enc.n_output_dims)
+    accumulator = torch.zeros_like(enc.params.detach())
+    params = enc.params.detach().clone().requires_grad_()
+    out = grid_encoding(x, params, enc.levels, 2, "Linear", "cpp", sparse_accumulator=accumulator)
+    (sparse,) = torch.autograd.grad(out, [params], grad)
+    _, _, dense = _encode_and_grads(enc, x, "torch", grad)
+    assert sparse.is_sparse and sparse._nnz() < params.numel() / 4
+    index = sparse._indices()[0]
+    assert index.unique().numel() == index.numel()  # each element once, as is_coalesced claims
+    assert set(index.tolist()) == set(dense.nonzero()[:, 0].tolist())  # exactly the rows with a gradient
+    torch.testing.assert_close(sparse.to_dense(), dense, atol=1e-6, rtol=1e-5)
+    assert not accumulator.any()  # the workspace is handed back zeroed
+
+
+def test_second_derivatives_go_through_the_torch_path():
+    d, config = CASES[1]
+    enc = _grid(d, config, dtype=torch.float64)
+    x = _inputs(40, d, torch.float64)
+    results = []
+    for kernel in ("cpp", "torch"):
+        out = grid_encoding(x, enc.params, enc.levels, 2, "Linear", kernel)
+        (gx,) = torch.autograd.grad(out.square().sum(), [x], create_graph=True)
+        results.append(torch.autograd.grad(gx.sin().sum(), [x, enc.params]))
+    for ours, theirs in zip(*results):
+        torch.testing.assert_close(ours, theirs)
+
+
+def test_backward_keeps_no_index_tensor():
+    d, config = CASES[2]
+    enc = _grid(d, config)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        grid_encoding(_inputs(1000, d, torch.float32), enc.params, enc.levels, 2, "Linear", "cpp")
+    assert saved and all(t.dtype != torch.int64 and t.numel() <= max(1000 * d, enc.params.numel()) for t in saved)
+
+
+def test_auto_picks_the_kernel_on_cpu_and_encoders_use_it():
+    d, config = CASES[1]
+    x = _inputs(20, d, torch.float32)
+    assert pick_grid_kernel("auto", x, torch.zeros(8), 2) == "cpp"
+    assert pick_grid_kernel("auto", x.half(), torch.zeros(8), 2) == "torch"  # float16: the torch path
+    fused = build_encoder({"otype": "HashGrid", "n_levels": 4}, d)
+    plain = build_encoder({"otype": "HashGrid", "n_levels": 4}, d, backend="torch")
+    plain.load_state_dict(fused.state_dict())
+    torch.testing.assert_close(fused(x), plain(x), atol=1e-6, rtol=1e-5)
+
+
+def test_failed_build_falls_back_with_one_line(monkeypatch, capsys):
+    def broken_load(**kwargs):
+        raise RuntimeError("Error building extension 'inr_enc_grid_cpu'\nc++: command not found")
+
+    monkeypatch.setattr("torch.utils.cpp_extension.load", broken_load)
+    cpu_grid.cpu_extension.cache_clear()
+    try:
+        x = _inputs(20, 2, torch.float32)
+        assert pick_grid_kernel("auto", x, torch.zeros(8), 2) == "torch"
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "PyTorch path" in err and "Traceback" not in err
+        with pytest.raises(ValueError, match="grid kernel 'cpp' unavailable"):
+            pick_grid_kernel("cpp", x, torch.zeros(8), 2)
+        d, config = CASES[1]
+        enc = _grid(d, config)  # the encoder still works, on the torch path
+        torch.testing.assert_close(enc(x), torch_grid_encoding(x, enc.params, enc.levels, 2, "Linear"))
+    finally:
+        cpu_grid.cpu_extension.cache_clear()
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    d, config = CASES[2]
+    enc = _grid(d, config)
+    x, threads = _inputs(5000, d, torch.float32), torch.get_num_threads()
+    reference = grid_encoding(x, enc.params, enc.levels, 2, "Linear", "cpp")
+    try:
+        torch.set_num_threads(1)
+        torch.testing.assert_close(grid_encoding(x, enc.params, enc.levels, 2, "Linear", "cpp"), reference, atol=0, rtol=0)
+    finally:
+        torch.set_num_threads(threads)
