@@ -38,35 +38,37 @@ def enable_sparse_gradients(model: torch.nn.Module, enabled: bool = True) -> Non
 def _lazy_update_torch(param: torch.Tensor, state: dict[str, torch.Tensor], grad: torch.Tensor, lr: float,
                        betas: tuple[float, float], eps: float) -> None:
     """The lazy update with torch ops (devices without the CPU kernel)."""
-    grad = grad.coalesce() if grad.is_sparse else grad
     index, values = (grad.indices()[0], grad.values()) if grad.is_sparse else (None, grad.reshape(-1))
     keep = values != 0
     index = keep.nonzero()[:, 0] if index is None else index[keep]
     values = values[keep]
     flat = {name: tensor.view(-1) for name, tensor in state.items()}
-    steps = flat["steps"][index] + 1
+    steps = flat["step"][index] + 1
     exp_avg = flat["exp_avg"][index].lerp_(values, 1 - betas[0])
     exp_avg_sq = flat["exp_avg_sq"][index].mul_(betas[1]).addcmul_(values, values, value=1 - betas[1])
     step_size = (lr / (1 - betas[0] ** steps.double())).to(param.dtype)
     correction2_sqrt = (1 - betas[1] ** steps.double()).sqrt().to(param.dtype)
     param.view(-1).index_add_(0, index, -step_size * exp_avg / (exp_avg_sq.sqrt() / correction2_sqrt + eps))
-    flat["steps"][index], flat["exp_avg"][index], flat["exp_avg_sq"][index] = steps, exp_avg, exp_avg_sq
+    flat["step"][index], flat["exp_avg"][index], flat["exp_avg_sq"][index] = steps, exp_avg, exp_avg_sq
 
 
 class GridAdam(torch.optim.Adam):
     """``torch.optim.Adam`` whose parameter groups with ``"lazy": True`` get tiny-cuda-nn's lazy update.
 
     Lazy groups take the ``lr``, ``betas`` and ``eps`` of Adam (no weight decay, amsgrad, maximize); their
-    state per parameter is ``exp_avg``, ``exp_avg_sq`` and ``steps`` (int32, per element), saved by
+    state per parameter is ``exp_avg``, ``exp_avg_sq`` and ``step`` (int32, one count per element), saved by
     ``state_dict`` like Adam's. Use :meth:`for_model` for a field: its grid tables lazy, the rest Adam.
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, **kwargs: Any) -> None:
         super().__init__(params, lr=lr, **kwargs)
-        for group in self.param_groups:
-            group.setdefault("lazy", False)
-            if group["lazy"] and (group["weight_decay"] or group["amsgrad"] or group["maximize"]):
-                raise ValueError("GridAdam: lazy groups take no weight_decay, amsgrad or maximize")
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        param_group.setdefault("lazy", False)
+        super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        if group["lazy"] and (group["weight_decay"] or group["amsgrad"] or group["maximize"]):
+            raise ValueError("GridAdam: lazy groups take no weight_decay, amsgrad or maximize")
 
     @classmethod
     def for_model(cls, model: torch.nn.Module, lr: float = 1e-3, lazy: bool = True, **kwargs: Any) -> GridAdam:
@@ -101,11 +103,18 @@ class GridAdam(torch.optim.Adam):
         from .kernels.cpu_grid import cpu_extension, lazy_adam_step
 
         state = self.state[param]
-        if not state:
-            state.update(exp_avg=torch.zeros_like(param), exp_avg_sq=torch.zeros_like(param),
-                         steps=torch.zeros_like(param, dtype=torch.int32))
-        args = (param, state, grad, group["lr"], tuple(group["betas"]), group["eps"])
-        if param.device.type == "cpu" and param.is_contiguous() and cpu_extension() is not None:
+        if not state:  # "step" as Adam names it (its __setstate__ reads it), one count per element
+            state.update(exp_avg=torch.zeros(param.shape, dtype=param.dtype, device=param.device),
+                         exp_avg_sq=torch.zeros(param.shape, dtype=param.dtype, device=param.device),
+                         step=torch.zeros(param.shape, dtype=torch.int32, device=param.device))
+        state["step"] = state["step"].to(param.device)  # Adam's load_state_dict leaves "step" where it was saved
+        if grad.is_sparse:  # sum duplicates (accumulated backwards); the update indexes flat elements
+            grad = grad.coalesce() if param.dim() == 1 else grad.to_dense()
+        work = param if param.is_contiguous() else param.contiguous()
+        args = (work, state, grad, group["lr"], tuple(group["betas"]), group["eps"])
+        if param.device.type == "cpu" and cpu_extension() is not None:
             lazy_adam_step(*args)
         else:
             _lazy_update_torch(*args)
+        if work is not param:
+            param.copy_(work)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -34,7 +35,9 @@ def cpu_extension() -> ModuleType | None:
     try:
         from torch.utils.cpp_extension import load
 
-        return load(name="inr_enc_grid_cpu", sources=SOURCES, extra_cflags=["-O3", "-fopenmp"],
+        # one build per torch version: an extension is bound to the torch it was compiled against
+        name = "inr_enc_grid_cpu_" + re.sub(r"\W", "_", torch.__version__)
+        return load(name=name, sources=SOURCES, extra_cflags=["-O3", "-fopenmp"],
                     extra_ldflags=["-fopenmp"], verbose=False)
     except Exception as error:  # no compiler, no headers, a failed build: all mean "use the torch path"
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
@@ -115,5 +118,5 @@ def lazy_adam_step(param: torch.Tensor, state: dict[str, torch.Tensor], grad: to
                    betas: tuple[float, float], eps: float) -> None:
     """In place: optim.GridAdam's lazy update of the flat ``param`` with a dense or sparse (coalesced) ``grad``."""
     indices, values = (grad._indices()[0], grad._values()) if grad.is_sparse else (grad.new_empty(0, dtype=torch.int64), grad)
-    cpu_extension().lazy_adam(param, state["exp_avg"], state["exp_avg_sq"], state["steps"], indices.contiguous(),
+    cpu_extension().lazy_adam(param, state["exp_avg"], state["exp_avg_sq"], state["step"], indices.contiguous(),
                               values.contiguous(), lr, betas[0], betas[1], eps)
