@@ -15,8 +15,10 @@ test:
 	.venv-test/bin/pip install -q $(TORCH) -e ".[dev]"
 	.venv-test/bin/python -m pytest -q
 
-# Encoder throughput, with nerfstudio's torch hash grid measured in the same run (needs torchvision's torch).
+# Encoder throughput and the grid paths against the hardware ceiling, with nerfstudio's torch hash grid measured
+# in the same run (needs torchvision's torch).
 bench:
 	$(PYTHON) -m venv .venv-bench
 	.venv-bench/bin/pip install -q torch==2.14.1 torchvision==0.29.1 -e ".[nerfstudio]"
 	.venv-bench/bin/python scripts/bench_encoders.py
+	.venv-bench/bin/python scripts/bench_grids.py

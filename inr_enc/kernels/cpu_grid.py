@@ -23,6 +23,9 @@ if TYPE_CHECKING:
     from ..encoders.grid_functional import GridLevels
 
 INTERPOLATION_CODES = {"Linear": 0, "Nearest": 1, "Smoothstep": 2}
+# Sparse table gradients only for batches making fewer lookups than this many per table row; a batch reading
+# about every row gets a dense one, which costs less then (scripts/bench_grids.py measures both).
+SPARSE_BELOW_READS_PER_ROW = 1.0
 SOURCES = [str(Path(__file__).with_name(name)) for name in ("grid_cpu.cpp", "lazy_adam.cpp")]
 
 
@@ -92,7 +95,7 @@ class _FusedGrid(torch.autograd.Function):
             grad_x = ext.backward_input(x.contiguous(), table.contiguous(), grad, f, code, *args)
         if ctx.needs_input_grad[1]:
             n_rows, n_reads = table.numel() // f, x.shape[0] * levels.scale.numel() * (1 if code == 1 else 2 ** x.shape[1])
-            if accumulator is None or n_reads >= n_rows:  # a batch reading about every row: dense is cheaper
+            if accumulator is None or n_reads >= SPARSE_BELOW_READS_PER_ROW * n_rows:  # dense is cheaper there
                 grad_table = ext.backward_table(x.contiguous(), grad, n_rows, f, code, *args)
             else:
                 index, values = ext.backward_table_sparse(x.contiguous(), grad, accumulator, f, code, *args)

@@ -17,16 +17,20 @@ void lazy_adam(torch::Tensor param, torch::Tensor exp_avg, torch::Tensor exp_avg
     const int64_t* idx = dense ? nullptr : indices.data_ptr<int64_t>();
     const scalar_t* g = values.data_ptr<scalar_t>();
     at::parallel_for(0, values.numel(), 4096, [&](int64_t begin, int64_t end) {
+      int32_t cached_step = 0;  // neighbouring elements mostly share a step count: reuse its bias corrections
+      scalar_t step_size = 0, correction2_sqrt = 1;
       for (int64_t j = begin; j < end; ++j) {
         if (g[j] == scalar_t(0)) continue;
         const int64_t e = dense ? j : idx[j];
         const int32_t step = ++t[e];
+        if (step != cached_step) {
+          cached_step = step;
+          step_size = static_cast<scalar_t>(lr / (1 - std::pow(beta1, step)));
+          correction2_sqrt = static_cast<scalar_t>(std::sqrt(1 - std::pow(beta2, step)));
+        }
         m[e] += (g[j] - m[e]) * static_cast<scalar_t>(1 - beta1);  // torch.optim.Adam's lerp
         v[e] = v[e] * static_cast<scalar_t>(beta2) + static_cast<scalar_t>(1 - beta2) * g[j] * g[j];
-        const double step_size = lr / (1 - std::pow(beta1, step));
-        const double correction2_sqrt = std::sqrt(1 - std::pow(beta2, step));
-        const scalar_t denom = std::sqrt(v[e]) / static_cast<scalar_t>(correction2_sqrt) + static_cast<scalar_t>(eps);
-        p[e] -= static_cast<scalar_t>(step_size) * m[e] / denom;
+        p[e] -= step_size * m[e] / (std::sqrt(v[e]) / correction2_sqrt + static_cast<scalar_t>(eps));
       }
     });
   });
