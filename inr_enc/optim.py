@@ -38,6 +38,7 @@ def enable_sparse_gradients(model: torch.nn.Module, enabled: bool = True) -> Non
 def _lazy_update_torch(param: torch.Tensor, state: dict[str, torch.Tensor], grad: torch.Tensor, lr: float,
                        betas: tuple[float, float], eps: float) -> None:
     """The lazy update with torch ops (devices without the CPU kernel)."""
+    grad = grad.coalesce() if grad.is_sparse else grad
     index, values = (grad.indices()[0], grad.values()) if grad.is_sparse else (None, grad.reshape(-1))
     keep = values != 0
     index = keep.nonzero()[:, 0] if index is None else index[keep]
@@ -108,8 +109,8 @@ class GridAdam(torch.optim.Adam):
                          exp_avg_sq=torch.zeros(param.shape, dtype=param.dtype, device=param.device),
                          step=torch.zeros(param.shape, dtype=torch.int32, device=param.device))
         state["step"] = state["step"].to(param.device)  # Adam's load_state_dict leaves "step" where it was saved
-        if grad.is_sparse:  # sum duplicates (accumulated backwards); the update indexes flat elements
-            grad = grad.coalesce() if param.dim() == 1 else grad.to_dense()
+        if grad.is_sparse and (param.dim() != 1 or grad.dense_dim()):  # the updates index flat elements
+            grad = grad.to_dense()
         work = param if param.is_contiguous() else param.contiguous()
         args = (work, state, grad, group["lr"], tuple(group["betas"]), group["eps"])
         if param.device.type == "cpu" and cpu_extension() is not None:

@@ -120,6 +120,7 @@ def training_step(default: bool, batch: int, repeats: int) -> dict[str, float]:
     """Seconds per phase (medians) and samples/s of a training step of HashGrid 2D + the 64x2 ReLU MLP:
     ``default`` inr_enc's defaults (C++ kernel, lazy GridAdam), else the torch path with torch.optim.Adam."""
     config = {"encoding": HASHGRID_2D, "network": NETWORK}
+    cpu_grid.SPARSE_BELOW_READS_PER_ROW = DEFAULT_SPARSE_RULE  # the library's own rule
     if default:
         model = build_field(2, 3, config)
         optimizer: torch.optim.Optimizer = GridAdam.for_model(model, lazy=True, **ADAM)

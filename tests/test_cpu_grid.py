@@ -72,6 +72,15 @@ def test_sparse_table_gradient_holds_the_read_rows_once():
     assert not accumulator.any()  # the workspace is handed back zeroed
 
 
+def test_empty_batch():
+    d, config = CASES[1]
+    enc = _grid(d, config)
+    x = torch.zeros(0, d, requires_grad=True)
+    out = grid_encoding(x, enc.params, enc.levels, 2, "Linear", "cpp")
+    out.sum().backward()
+    assert out.shape == (0, enc.n_output_dims) and x.grad.shape == (0, d) and not enc.params.grad.any()
+
+
 def test_second_derivatives_go_through_the_torch_path():
     d, config = CASES[1]
     enc = _grid(d, config, dtype=torch.float64)
@@ -135,3 +144,20 @@ def test_results_do_not_depend_on_the_thread_count():
         torch.testing.assert_close(grid_encoding(x, enc.params, enc.levels, 2, "Linear", "cpp"), reference, atol=0, rtol=0)
     finally:
         torch.set_num_threads(threads)
+
+
+def test_reused_buffers_never_overwrite_a_live_output_or_gradient():
+    d, config = CASES[2]
+    enc = _grid(d, config)
+    x = _inputs(400, d, torch.float32)
+    kept_out = grid_encoding(x, enc.params, enc.levels, 2, "Linear", "cpp")
+    kept_out.sum().backward()
+    kept_grad, expected_out, expected_grad = enc.params.grad, kept_out.detach().clone(), enc.params.grad.clone()
+    enc.params.grad = None
+    for seed in range(3):  # later steps with other inputs, while the first step's tensors are still held
+        other = torch.rand(400, d, generator=torch.Generator().manual_seed(seed))
+        (grid_encoding(other, enc.params, enc.levels, 2, "Linear", "cpp") * seed).sum().backward()
+        enc.params.grad = None
+    assert torch.equal(kept_out, expected_out) and torch.equal(kept_grad, expected_grad)
+    _, _, reference = _encode_and_grads(enc, x, "torch", torch.ones_like(kept_out))
+    torch.testing.assert_close(kept_grad, reference, atol=1e-5, rtol=1e-5)

@@ -67,6 +67,27 @@ def _level_args(levels: GridLevels) -> tuple:
             torch.tensor(levels.primes, dtype=torch.int64), levels.n_dense, levels.hash_size)
 
 
+_KEPT: dict[tuple[int, torch.dtype], torch.Tensor] = {}  # one buffer per size, see _buffer
+
+
+def _buffer(numel: int, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised [numel] tensor for an output or a dense table gradient of the kernels.
+
+    The storage of the last one handed out for this size is reused once nothing else holds it (the step that
+    used it is over: ``zero_grad(set_to_none=True)``, activations freed): a fresh table- or batch-sized buffer
+    costs a page fault per 4 KiB on every step, which takes longer than writing it.
+    """
+    kept = _KEPT.get((numel, dtype))
+    use_count = getattr(torch._C, "_storage_Use_Count", None)
+    if kept is not None and use_count is not None:
+        storage = kept.untyped_storage()
+        if use_count(storage._cdata) == 2:  # held by `kept` and by `storage` only
+            return torch.empty(0, dtype=dtype).set_(storage, 0, (numel,))
+    fresh = torch.empty(numel, dtype=dtype)
+    _KEPT[(numel, dtype)] = torch.empty(0, dtype=dtype).set_(fresh.untyped_storage(), 0, (numel,))
+    return fresh
+
+
 class _FusedGrid(torch.autograd.Function):
     """table [E * F] flat, x [N, d] -> [N, L * F]; see fused_grid_encoding."""
 
@@ -76,7 +97,10 @@ class _FusedGrid(torch.autograd.Function):
         ext, args = cpu_extension(), _level_args(levels)
         ctx.save_for_backward(x, table)
         ctx.setup = (args, f, interpolation, accumulator, reference, levels)
-        return ext.forward(x.contiguous(), table.contiguous(), f, INTERPOLATION_CODES[interpolation], *args)
+        width = levels.scale.numel() * f
+        out = _buffer(x.shape[0] * width, x.dtype).view(x.shape[0], width)
+        ext.forward(x.contiguous(), table.contiguous(), out, f, INTERPOLATION_CODES[interpolation], *args)
+        return out
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:
@@ -96,7 +120,8 @@ class _FusedGrid(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             n_rows, n_reads = table.numel() // f, x.shape[0] * levels.scale.numel() * (1 if code == 1 else 2 ** x.shape[1])
             if accumulator is None or n_reads >= SPARSE_BELOW_READS_PER_ROW * n_rows:  # dense is cheaper there
-                grad_table = ext.backward_table(x.contiguous(), grad, n_rows, f, code, *args)
+                grad_table = _buffer(table.numel(), table.dtype)
+                ext.backward_table(x.contiguous(), grad, grad_table, f, code, *args)
             else:
                 index, values = ext.backward_table_sparse(x.contiguous(), grad, accumulator, f, code, *args)
                 grad_table = torch.sparse_coo_tensor(index[None], values, table.shape, is_coalesced=True,
@@ -119,7 +144,13 @@ def fused_grid_encoding(x: torch.Tensor, table: torch.Tensor, levels: GridLevels
 
 def lazy_adam_step(param: torch.Tensor, state: dict[str, torch.Tensor], grad: torch.Tensor, lr: float,
                    betas: tuple[float, float], eps: float) -> None:
-    """In place: optim.GridAdam's lazy update of the flat ``param`` with a dense or sparse (coalesced) ``grad``."""
-    indices, values = (grad._indices()[0], grad._values()) if grad.is_sparse else (grad.new_empty(0, dtype=torch.int64), grad)
-    cpu_extension().lazy_adam(param, state["exp_avg"], state["exp_avg_sq"], state["step"], indices.contiguous(),
-                              values.contiguous(), lr, betas[0], betas[1], eps)
+    """In place: optim.GridAdam's lazy update of the flat ``param`` with a dense or a flat sparse ``grad``.
+    A sparse gradient is coalesced (a sort) only where its indices repeat: the kernel's own never do, but
+    autograd drops their coalesced flag, and gradients accumulated over several backwards do repeat."""
+    def apply(grad: torch.Tensor) -> bool:
+        indices, values = (grad._indices()[0], grad._values()) if grad.is_sparse else (grad.new_empty(0, dtype=torch.int64), grad)
+        return cpu_extension().lazy_adam(param, state["exp_avg"], state["exp_avg_sq"], state["step"],
+                                         indices.contiguous(), values.contiguous(), lr, betas[0], betas[1], eps)
+
+    if not apply(grad) and not apply(grad.coalesce()):
+        raise AssertionError("lazy_adam rejected a coalesced gradient")

@@ -134,11 +134,11 @@ struct Lookups {
 template <typename T>
 void forward_kernel(const T* x, const T* table, T* out, int64_t n, int d, int64_t f, int interpolation, const Levels& lv) {
   const int64_t width = lv.n_levels * f;
-  at::parallel_for(0, n, kBlock, [&](int64_t begin, int64_t end) {
-    auto lookups = std::make_unique<Lookups<T>>();
-    for (int64_t b = begin; b < end; b += kBlock) {
-      const int64_t stop = std::min(end, b + kBlock);
-      for (int64_t l = 0; l < lv.n_levels; ++l) {
+  for (int64_t l = 0; l < lv.n_levels; ++l) {  // level by level: the threads share one level's table in cache
+    at::parallel_for(0, n, kBlock, [&](int64_t begin, int64_t end) {
+      std::unique_ptr<Lookups<T>> lookups(new Lookups<T>);  // default-initialised: no zeroing
+      for (int64_t b = begin; b < end; b += kBlock) {
+        const int64_t stop = std::min(end, b + kBlock);
         lookups->fill(x, b, stop, d, l, interpolation, lv, table, f);
         const int nc = lookups->n_corners;
         for (int64_t s = b; s < stop; ++s) {
@@ -151,19 +151,24 @@ void forward_kernel(const T* x, const T* table, T* out, int64_t n, int d, int64_
           }
         }
       }
-    }
-  });
+    });
+  }
 }
 
 // Adds each lookup's weight * grad into `sums` [E * F]; threads own whole levels, so no row has two writers.
-// `on_first(l, row)` is called when a row of level l receives a value while all its features are still 0.
+// With `zero_rows` = E, the thread of each level first zeroes that level's rows (level 0 from row 0, the last
+// to row E), so they are in its cache when the adds come. `on_first(l, row)` is called when a row of level l
+// receives a value while all its features are still 0.
 template <typename T, typename OnFirst>
 void scatter_levels(const T* x, const T* grad, T* sums, int64_t n, int d, int64_t f, int interpolation, const Levels& lv,
-                    OnFirst on_first) {
+                    int64_t zero_rows, OnFirst on_first) {
   const int64_t width = lv.n_levels * f;
   at::parallel_for(0, lv.n_levels, 1, [&](int64_t begin, int64_t end) {
-    auto lookups = std::make_unique<Lookups<T>>();
+    std::unique_ptr<Lookups<T>> lookups(new Lookups<T>);  // default-initialised: no zeroing
     for (int64_t l = begin; l < end; ++l) {
+      if (zero_rows) {
+        std::fill(sums + (l ? lv.offset[l] : 0) * f, sums + (l + 1 < lv.n_levels ? lv.offset[l + 1] : zero_rows) * f, T(0));
+      }
       for (int64_t b = 0; b < n; b += kBlock) {
         const int64_t stop = std::min(n, b + kBlock);
         lookups->fill(x, b, stop, d, l, interpolation, lv, sums, f);
@@ -191,27 +196,24 @@ void scatter_levels(const T* x, const T* grad, T* sums, int64_t n, int d, int64_
   const torch::Tensor &scale, const torch::Tensor &offset, const torch::Tensor &dense_strides,               \
       const torch::Tensor &dense_size, const torch::Tensor &primes, int64_t n_dense, int64_t hash_size
 
-// x [N, d], table [E * F] -> [N, L * F]
-torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& table, int64_t f, int64_t interpolation, INR_ENC_LEVEL_ARGS) {
+// x [N, d], table [E * F] -> `out` [N, L * F] (any contents: every element is written).
+void forward(const torch::Tensor& x, const torch::Tensor& table, torch::Tensor out, int64_t f, int64_t interpolation,
+             INR_ENC_LEVEL_ARGS) {
   const Levels lv = read_levels(INR_ENC_LEVELS);
-  auto out = torch::empty({x.size(0), lv.n_levels * f}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "grid_forward", [&] {
     forward_kernel<scalar_t>(x.data_ptr<scalar_t>(), table.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), x.size(0),
                              x.size(1), f, interpolation, lv);
   });
-  return out;
 }
 
-// d loss / d table as a dense [E * F] tensor.
-torch::Tensor backward_table(const torch::Tensor& x, const torch::Tensor& grad, int64_t n_rows, int64_t f,
-                             int64_t interpolation, INR_ENC_LEVEL_ARGS) {
+// d loss / d table, written into the dense `result` [E * F] (any contents: it is zeroed level by level).
+void backward_table(const torch::Tensor& x, const torch::Tensor& grad, torch::Tensor result, int64_t f,
+                    int64_t interpolation, INR_ENC_LEVEL_ARGS) {
   const Levels lv = read_levels(INR_ENC_LEVELS);
-  auto result = torch::zeros({n_rows * f}, grad.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "grid_backward_table", [&] {
     scatter_levels<scalar_t>(x.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), result.data_ptr<scalar_t>(), x.size(0),
-                             x.size(1), f, interpolation, lv, [](int64_t, int64_t) {});
+                             x.size(1), f, interpolation, lv, result.numel() / f, [](int64_t, int64_t) {});
   });
-  return result;
 }
 
 // d loss / d table as (element indices [M], values [M]) of the rows with a nonzero gradient, each row once, level
@@ -233,7 +235,7 @@ std::vector<torch::Tensor> backward_table_sparse(const torch::Tensor& x, const t
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "grid_backward_table_sparse", [&] {
     scalar_t* sums = accumulator.data_ptr<scalar_t>();
     scatter_levels<scalar_t>(x.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), sums, x.size(0), x.size(1), f,
-                             interpolation, lv, [&](int64_t l, int64_t row) {
+                             interpolation, lv, 0, [&](int64_t l, int64_t row) {
                                if (!scanned[l]) rows[l].push_back(row);
                              });
     // Each level's rows with a nonzero sum, each once (a listed row whose sum came back to exactly 0 and was
@@ -289,7 +291,7 @@ torch::Tensor backward_input(const torch::Tensor& x, const torch::Tensor& table,
     const int64_t n = x.size(0), width = lv.n_levels * f;
     const int d = static_cast<int>(x.size(1));
     at::parallel_for(0, n, kBlock, [&](int64_t begin, int64_t end) {
-      auto lookups = std::make_unique<Lookups<scalar_t>>();
+      std::unique_ptr<Lookups<scalar_t>> lookups(new Lookups<scalar_t>);
       for (int64_t b = begin; b < end; b += kBlock) {
         const int64_t stop = std::min(end, b + kBlock);
         for (int64_t l = 0; l < lv.n_levels; ++l) {
@@ -312,7 +314,7 @@ torch::Tensor backward_input(const torch::Tensor& x, const torch::Tensor& table,
 }
 
 // lazy_adam.cpp
-void lazy_adam(torch::Tensor param, torch::Tensor exp_avg, torch::Tensor exp_avg_sq, torch::Tensor steps,
+bool lazy_adam(torch::Tensor param, torch::Tensor exp_avg, torch::Tensor exp_avg_sq, torch::Tensor steps,
                const torch::Tensor& indices, const torch::Tensor& values, double lr, double beta1, double beta2, double eps);
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
