@@ -69,33 +69,6 @@ Cell<T> locate(const T* x, int d, double scale, int interpolation) {
   return c;
 }
 
-// Table row of corner `corner` of cell `c` at level `l`.
-template <typename T>
-int64_t corner_row(const Cell<T>& c, int corner, int d, int64_t l, const Levels& lv) {
-  if (l < lv.n_dense) {
-    int64_t sum = 0;
-    for (int i = 0; i < d; ++i) {
-      const uint32_t ci = c.cell[i] + ((corner >> i) & 1);
-      sum += static_cast<uint32_t>(ci * static_cast<uint32_t>(lv.dense_strides[l * d + i]));
-    }
-    return lv.offset[l] + static_cast<int64_t>(static_cast<uint32_t>(sum)) % lv.dense_size[l];
-  }
-  uint32_t hash = 0;
-  for (int i = 0; i < d; ++i) {
-    hash ^= (c.cell[i] + ((corner >> i) & 1)) * static_cast<uint32_t>(lv.primes[i]);
-  }
-  return lv.offset[l] + static_cast<int64_t>(hash & static_cast<uint32_t>(lv.hash_mask));
-}
-
-// Weight of `corner`: the product of the dims' 1D weights, in the torch path's order (dim 0 first).
-template <typename T>
-T corner_weight(const Cell<T>& c, int corner, int d) {
-  if (c.n_corners == 1) return T(1);
-  T w = (corner & 1) ? c.upper[0] : T(1) - c.upper[0];
-  for (int i = 1; i < d; ++i) w = ((corner >> i) & 1 ? c.upper[i] : T(1) - c.upper[i]) * w;
-  return w;
-}
-
 // d weight / d x_i of `corner`.
 template <typename T>
 T corner_weight_grad(const Cell<T>& c, int corner, int d, int i) {
@@ -118,13 +91,34 @@ struct Lookups {
 
   void fill(const T* x, int64_t begin, int64_t end, int d, int64_t l, int interpolation, const Levels& lv,
             const T* rows_base, int64_t f) {
+    const bool dense = l < lv.n_dense;  // row-major index mod the level size; else the hash, masked
+    uint32_t factor[kMaxDims];  // uint32 arithmetic throughout, as tcnn's index
+    for (int i = 0; i < d; ++i) factor[i] = static_cast<uint32_t>(dense ? lv.dense_strides[l * d + i] : lv.primes[i]);
     for (int64_t s = begin; s < end; ++s) {
       const Cell<T> c = locate(x + s * d, d, lv.scale[l], interpolation);
       n_corners = c.n_corners;
+      uint32_t term[kMaxDims][2];  // per dim, the lower and upper neighbour's term of the index
+      T w1[kMaxDims][2];           // and its 1D weight
+      for (int i = 0; i < d; ++i) {
+        term[i][0] = c.cell[i] * factor[i];
+        term[i][1] = (c.cell[i] + 1) * factor[i];
+        w1[i][0] = T(1) - c.upper[i];
+        w1[i][1] = c.upper[i];
+      }
       for (int corner = 0; corner < c.n_corners; ++corner) {
         const int64_t j = (s - begin) * c.n_corners + corner;
-        row[j] = corner_row(c, corner, d, l, lv);
-        weight[j] = corner_weight(c, corner, d);
+        uint32_t hash = term[0][corner & 1];
+        int64_t sum = hash;
+        T w = w1[0][corner & 1];
+        for (int i = 1; i < d; ++i) {  // weights multiplied in the torch path's order (dim 0 first)
+          const int bit = (corner >> i) & 1;
+          hash ^= term[i][bit];
+          sum += term[i][bit];
+          w = w1[i][bit] * w;
+        }
+        row[j] = lv.offset[l] + (dense ? static_cast<int64_t>(static_cast<uint32_t>(sum)) % lv.dense_size[l]
+                                       : static_cast<int64_t>(hash & static_cast<uint32_t>(lv.hash_mask)));
+        weight[j] = c.n_corners == 1 ? T(1) : w;
         __builtin_prefetch(rows_base + row[j] * f);
       }
     }
