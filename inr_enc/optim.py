@@ -8,9 +8,11 @@ same for the parameter groups marked ``lazy`` (the tables :func:`grid_tables` fi
 eps added to the bias-corrected sqrt of the second) with t = that element's own step count; where every
 element has a nonzero gradient at every step it equals torch.optim.Adam.
 
-With :func:`enable_sparse_gradients`, grids on the fused CPU kernel hand their tables a sparse gradient of the
-rows the batch read (when it reads fewer lookups than the table has rows), so a step costs in proportion to
-the batch, not to the table. Dense gradients work too (other devices and paths); then every element is read.
+With :func:`enable_sparse_gradients` (which :meth:`GridAdam.for_model` calls), grids on the fused CPU kernel
+hand their tables a sparse gradient of the rows the batch read when it makes fewer lookups than the table has
+rows, so a step costs in proportion to the batch, not to the table. Dense gradients work too (other devices and
+paths, larger batches); then every element's gradient is read once, as in tcnn. Sparse table gradients do not
+suit other optimizers or ``torch.nn.utils.clip_grad_norm_``: use ``enable_sparse_gradients(model, False)``.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ def _lazy_update_torch(param: torch.Tensor, state: dict[str, torch.Tensor], grad
     steps = flat["step"][index] + 1
     exp_avg = flat["exp_avg"][index].lerp_(values, 1 - betas[0])
     exp_avg_sq = flat["exp_avg_sq"][index].mul_(betas[1]).addcmul_(values, values, value=1 - betas[1])
-    step_size = (lr / (1 - betas[0] ** steps.double())).to(param.dtype)
-    correction2_sqrt = (1 - betas[1] ** steps.double()).sqrt().to(param.dtype)
+    wide = steps.to(torch.float32 if param.device.type == "mps" else torch.float64)  # MPS has no float64
+    step_size = (lr / (1 - betas[0] ** wide)).to(param.dtype)
+    correction2_sqrt = (1 - betas[1] ** wide).sqrt().to(param.dtype)
     param.view(-1).index_add_(0, index, -step_size * exp_avg / (exp_avg_sq.sqrt() / correction2_sqrt + eps))
     flat["step"][index], flat["exp_avg"][index], flat["exp_avg_sq"][index] = steps, exp_avg, exp_avg_sq
 
@@ -66,10 +69,15 @@ class GridAdam(torch.optim.Adam):
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         param_group.setdefault("lazy", False)
-        super().add_param_group(param_group)
-        group = self.param_groups[-1]
-        if group["lazy"] and (group["weight_decay"] or group["amsgrad"] or group["maximize"]):
+        options = {**self.defaults, **param_group}
+        if options["lazy"] and (options["weight_decay"] or options["amsgrad"] or options["maximize"]):
             raise ValueError("GridAdam: lazy groups take no weight_decay, amsgrad or maximize")
+        super().add_param_group(param_group)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:  # a torch.optim.Adam state has no "lazy"
+            group.setdefault("lazy", False)
 
     @classmethod
     def for_model(cls, model: torch.nn.Module, lr: float = 1e-3, lazy: bool = True, **kwargs: Any) -> GridAdam:
@@ -95,7 +103,8 @@ class GridAdam(torch.optim.Adam):
                         self._lazy_step(param, param.grad, group)
                         held.append((param, param.grad))
                         param.grad = None
-        super().step()
+        adam_step = torch.optim.Adam.step  # unwrapped: the step hooks already ran for GridAdam.step
+        getattr(adam_step, "__wrapped__", adam_step)(self)
         for param, grad in held:
             param.grad = grad
         return loss

@@ -133,6 +133,20 @@ def test_resume_continues_the_same_curve(tmp_path, image_path, tiny_config):
     assert all(torch.equal(full["model"][k], resumed["model"][k]) for k in full["model"])
 
 
+def test_run_saved_before_lazy_tables_resumes(tmp_path, image_path):
+    """A run saved by torch.optim.Adam (one parameter group; configs without lazy_tables) goes on with it."""
+    config = {"encoding": {"otype": "HashGrid", "n_levels": 4, "log2_hashmap_size": 10},
+              "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1},
+              "training": {"steps": 4, "lazy_tables": False, "checkpoint_every": 2}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    assert fit("image", image_path, "--config", tmp_path / "c.yaml", "--out", tmp_path / "run") == 0
+    saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    del saved["training"]["lazy_tables"]  # as written before the key existed: it now defaults to true
+    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert fit("image", "--resume", tmp_path / "run", "--steps", 6) == 0
+    assert _final_state(tmp_path / "run")["step"] == 6
+
+
 def _start(tmp_path, steps):
     """inr-fit in a child process with a config slow enough to interrupt (checkpoint every step)."""
     config = {**TINY, "network": {"n_neurons": 256, "n_hidden_layers": 4},

@@ -137,13 +137,48 @@ def test_failed_build_falls_back_with_one_line(monkeypatch, capsys):
 def test_results_do_not_depend_on_the_thread_count():
     d, config = CASES[2]
     enc = _grid(d, config)
-    x, threads = _inputs(5000, d, torch.float32), torch.get_num_threads()
-    reference = grid_encoding(x, enc.params, enc.levels, 2, "Linear", "cpp")
+    x = _inputs(5000, d, torch.float32)
+    grad = torch.randn(5000, enc.n_output_dims, generator=torch.Generator().manual_seed(4))
+    threads = torch.get_num_threads()
     try:
-        torch.set_num_threads(1)
-        torch.testing.assert_close(grid_encoding(x, enc.params, enc.levels, 2, "Linear", "cpp"), reference, atol=0, rtol=0)
+        results = []
+        for n_threads in (4, 1):  # levels and sample blocks split differently: the sums must not change
+            torch.set_num_threads(n_threads)
+            results.append([t.clone() for t in _encode_and_grads(enc, x, "cpp", grad)])
     finally:
         torch.set_num_threads(threads)
+    for ours, theirs in zip(*results):
+        torch.testing.assert_close(ours, theirs, atol=0, rtol=0)
+
+
+def test_output_takes_in_place_operations():
+    d, config = CASES[1]
+    enc = _grid(d, config)
+    x = _inputs(300, d, torch.float32)
+    out = grid_encoding(x, enc.params, enc.levels, 2, "Linear", "cpp")
+    expected = torch_grid_encoding(x, enc.params, enc.levels, 2, "Linear") + 1
+    torch.nn.functional.relu(out.add_(1), inplace=True).sum().backward()
+    torch.testing.assert_close(out, expected.relu(), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("d, interpolation, f", [(1, "Linear", 1), (2, "Smoothstep", 4), (3, "Nearest", 2),
+                                                 (7, "Linear", 8)])
+def test_sparse_gradient_is_coalesced_and_exact(d, interpolation, f, monkeypatch):
+    monkeypatch.setattr(cpu_grid, "SPARSE_BELOW_READS_PER_ROW", float("inf"))  # sparse even where dense is cheaper
+    enc = _grid(d, {"type": "Hash", "n_levels": 3, "log2_hashmap_size": 14, "base_resolution": 2,
+                    "per_level_scale": 2.0}, f, interpolation, torch.float64)
+    x = _inputs(20, d, torch.float64)
+    grad = torch.randn(20, enc.n_output_dims, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    accumulator = torch.zeros_like(enc.params.detach())
+    params = enc.params.detach().clone().requires_grad_()
+    out = grid_encoding(x, params, enc.levels, f, interpolation, "cpp", sparse_accumulator=accumulator)
+    (sparse,) = torch.autograd.grad(out, [params], grad)
+    _, _, dense = _encode_and_grads(enc, x, "torch", grad)
+    index = sparse._indices()[0]
+    assert sparse.is_sparse and bool((index[1:] > index[:-1]).all())  # sorted and unique, as coalesced claims
+    torch.testing.assert_close(sparse.to_dense(), dense, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close((sparse + sparse).to_dense(), 2 * dense, atol=1e-12, rtol=1e-12)
+    assert not accumulator.any()
 
 
 def test_reused_buffers_never_overwrite_a_live_output_or_gradient():

@@ -430,3 +430,28 @@ def test_add_param_group():
     opt.step()
     with pytest.raises(ValueError):
         opt.add_param_group({"params": [r], "lazy": True, "weight_decay": 0.1})
+    assert len(opt.param_groups) == 2  # the rejected group was not added
+
+
+def test_step_hooks_run_once_per_step():
+    p = torch.nn.Parameter(torch.ones(3))
+    torch.optim.Adam([torch.nn.Parameter(torch.ones(1))])  # an Adam in the process patches Adam.step too
+    opt = GridAdam([{"params": [p], "lazy": True}], lr=LR)
+    calls = []
+    opt.register_step_pre_hook(lambda *args: calls.append(1))
+    p.grad = torch.ones(3)
+    opt.step()
+    assert calls == [1]
+
+
+def test_plain_adam_state_loads():
+    """A checkpoint of torch.optim.Adam (no "lazy" in its groups) loads into a GridAdam and steps on."""
+    p = torch.nn.Parameter(torch.ones(4))
+    ref = torch.optim.Adam([p], lr=LR)
+    p.grad = torch.ones(4)
+    ref.step()
+    opt = GridAdam([p], lr=LR)
+    opt.load_state_dict(ref.state_dict())
+    p.grad = torch.ones(4)
+    opt.step()
+    assert opt.param_groups[0]["lazy"] is False and int(opt.state[p]["step"]) == 2

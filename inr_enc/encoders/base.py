@@ -98,7 +98,8 @@ class Encoder(nn.Module):
     max_input_dims: ClassVar[int | None] = None
     tcnn_compatible: ClassVar[bool] = False
     tcnn_auto: ClassVar[bool] = False  # backend "auto" picks tcnn on CUDA (grids: fast, second derivatives too)
-    grid_kernels: ClassVar[bool] = False  # computed by the grid kernels (backends "cpp", "triton")
+    grid_kernels: ClassVar[bool] = False  # computed by the grid kernels (backends "cpp", "triton"), or hands the
+    # backend to a nested encoder that may be (Progressive)
     sparse_gradients: bool = False  # grids on the CPU kernel: sparse table gradients (optim.enable_sparse_gradients)
 
     def __init__(self, n_input_dims: int, config: dict | None = None, backend: str = "auto") -> None:

@@ -58,6 +58,7 @@ class Progressive(Encoder):
     """
 
     otype = "Progressive"
+    grid_kernels = True  # the backend goes to the nested encoder
     defaults = {"nested": None, "window": "cosine", "start_step": 0, "end_step": 1000}
 
     def _setup(self, config: dict[str, Any]) -> dict[str, Any]:

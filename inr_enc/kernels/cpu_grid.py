@@ -9,10 +9,13 @@ table gradient can be sparse (the rows the batch read, see :func:`fused_grid_enc
 
 from __future__ import annotations
 
+import collections
 import functools
+import math
 import os
 import re
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable
@@ -40,8 +43,10 @@ def cpu_extension() -> ModuleType | None:
 
         # one build per torch version: an extension is bound to the torch it was compiled against
         name = "inr_enc_grid_cpu_" + re.sub(r"\W", "_", torch.__version__)
-        return load(name=name, sources=SOURCES, extra_cflags=["-O3", "-fopenmp"],
-                    extra_ldflags=["-fopenmp"], verbose=False)
+        try:
+            return load(name=name, sources=SOURCES, extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
+        except Exception:  # e.g. Apple clang, which has no -fopenmp: one thread, still fused
+            return load(name=name + "_serial", sources=SOURCES, extra_cflags=["-O3"])
     except Exception as error:  # no compiler, no headers, a failed build: all mean "use the torch path"
         reason = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
         print(f"inr_enc: the fused CPU grid kernel is unavailable ({reason[:200]}); grids run on the PyTorch path",
@@ -67,25 +72,36 @@ def _level_args(levels: GridLevels) -> tuple:
             torch.tensor(levels.primes, dtype=torch.int64), levels.n_dense, levels.hash_size)
 
 
-_KEPT: dict[tuple[int, torch.dtype], torch.Tensor] = {}  # one buffer per size, see _buffer
+_KEPT: collections.OrderedDict[tuple[int, torch.dtype], torch.Tensor] = collections.OrderedDict()
+_KEPT_MAX, _KEPT_MIN_BYTES = 8, 1 << 20  # the 8 most recently used sizes of at least 1 MiB
+_KEPT_LOCK = threading.Lock()
 
 
-def _buffer(numel: int, dtype: torch.dtype) -> torch.Tensor:
-    """An uninitialised [numel] tensor for an output or a dense table gradient of the kernels.
+def _buffer(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised tensor for an output or a dense table gradient of the kernels (not a view of anything).
 
     The storage of the last one handed out for this size is reused once nothing else holds it (the step that
     used it is over: ``zero_grad(set_to_none=True)``, activations freed): a fresh table- or batch-sized buffer
     costs a page fault per 4 KiB on every step, which takes longer than writing it.
     """
-    kept = _KEPT.get((numel, dtype))
-    use_count = getattr(torch._C, "_storage_Use_Count", None)
-    if kept is not None and use_count is not None:
-        storage = kept.untyped_storage()
-        if use_count(storage._cdata) == 2:  # held by `kept` and by `storage` only
-            return torch.empty(0, dtype=dtype).set_(storage, 0, (numel,))
-    fresh = torch.empty(numel, dtype=dtype)
-    _KEPT[(numel, dtype)] = torch.empty(0, dtype=dtype).set_(fresh.untyped_storage(), 0, (numel,))
-    return fresh
+    numel = math.prod(shape)
+    if numel * dtype.itemsize < _KEPT_MIN_BYTES or not hasattr(torch._C, "_storage_Use_Count"):
+        return torch.empty(shape, dtype=dtype)
+    key = (numel, dtype)
+    with _KEPT_LOCK:
+        kept = _KEPT.get(key)
+        if kept is not None:
+            storage = kept.untyped_storage()
+            claimed = torch.empty(0, dtype=dtype).set_(storage, 0, shape)
+            if torch._C._storage_Use_Count(storage._cdata) == 3:  # `kept`, `storage` and `claimed` only
+                _KEPT.move_to_end(key)
+                return claimed
+        fresh = torch.empty(shape, dtype=dtype)
+        _KEPT[key] = torch.empty(0, dtype=dtype).set_(fresh.untyped_storage(), 0, (numel,))
+        _KEPT.move_to_end(key)
+        while len(_KEPT) > _KEPT_MAX:
+            _KEPT.popitem(last=False)
+        return fresh
 
 
 class _FusedGrid(torch.autograd.Function):
@@ -97,8 +113,7 @@ class _FusedGrid(torch.autograd.Function):
         ext, args = cpu_extension(), _level_args(levels)
         ctx.save_for_backward(x, table)
         ctx.setup = (args, f, interpolation, accumulator, reference, levels)
-        width = levels.scale.numel() * f
-        out = _buffer(x.shape[0] * width, x.dtype).view(x.shape[0], width)
+        out = _buffer((x.shape[0], levels.scale.numel() * f), x.dtype)
         ext.forward(x.contiguous(), table.contiguous(), out, f, INTERPOLATION_CODES[interpolation], *args)
         return out
 
@@ -120,10 +135,14 @@ class _FusedGrid(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             n_rows, n_reads = table.numel() // f, x.shape[0] * levels.scale.numel() * (1 if code == 1 else 2 ** x.shape[1])
             if accumulator is None or n_reads >= SPARSE_BELOW_READS_PER_ROW * n_rows:  # dense is cheaper there
-                grad_table = _buffer(table.numel(), table.dtype)
+                grad_table = _buffer((table.numel(),), table.dtype)
                 ext.backward_table(x.contiguous(), grad, grad_table, f, code, *args)
             else:
-                index, values = ext.backward_table_sparse(x.contiguous(), grad, accumulator, f, code, *args)
+                try:
+                    index, values = ext.backward_table_sparse(x.contiguous(), grad, accumulator, f, code, *args)
+                except BaseException:  # the workspace must stay zero for the next step
+                    accumulator.zero_()
+                    raise
                 grad_table = torch.sparse_coo_tensor(index[None], values, table.shape, is_coalesced=True,
                                                      check_invariants=False)
         return grad_x, grad_table, None, None, None, None, None
@@ -135,8 +154,8 @@ def fused_grid_encoding(x: torch.Tensor, table: torch.Tensor, levels: GridLevels
 
     ``accumulator``: None for a dense table gradient, or a zero [E * F] workspace of the table's dtype for a
     sparse one where the batch makes fewer lookups than the table has rows (else dense, which is cheaper then):
-    a COO tensor holding each row with a nonzero gradient once (coalesced: unique indices, level by level, not
-    sorted within a level); the workspace is left at zero, so such a step never touches the whole table.
+    a coalesced COO tensor (sorted, unique indices) of the rows with a nonzero gradient; the workspace is left
+    at zero, so such a step never touches the whole table.
     ``reference(x, table, levels, F, interpolation)`` is the differentiable PyTorch path, for second derivatives.
     """
     return _FusedGrid.apply(x, table, levels, n_features_per_level, interpolation, accumulator, reference)

@@ -52,6 +52,7 @@ Cell<T> locate(const T* x, int d, double scale, int interpolation) {
   const T max_value = std::numeric_limits<T>::max();
   for (int i = 0; i < d; ++i) {
     T pos = static_cast<T>(static_cast<double>(x[i]) * scale + 0.5);
+    const bool clamped = !(std::abs(pos) <= max_value);  // as the torch path's clamp: no gradient there
     pos = std::min(std::max(pos, -max_value), max_value);
     const T floor_pos = std::floor(pos);
     T frac = pos - floor_pos;
@@ -63,7 +64,7 @@ Cell<T> locate(const T* x, int d, double scale, int interpolation) {
       frac = frac * frac * (T(3) - T(2) * frac);
     }
     c.upper[i] = frac;
-    c.d_upper[i] = interpolation == kNearest ? T(0) : derivative;
+    c.d_upper[i] = interpolation == kNearest || clamped ? T(0) : derivative;
   }
   c.n_corners = interpolation == kNearest ? 1 : 1 << d;
   return c;
@@ -210,10 +211,11 @@ void backward_table(const torch::Tensor& x, const torch::Tensor& grad, torch::Te
   });
 }
 
-// d loss / d table as (element indices [M], values [M]) of the rows with a nonzero gradient, each row once, level
-// by level. `accumulator` [E * F] must be all zeros; it is left so. A level the batch reads sparsely lists its rows
-// as they are first written (then emitted in that order); one read at least a quarter as many times as it has
-// rows is scanned in row order instead, which is cheaper there. Either way the work is proportional to the batch.
+// d loss / d table as (element indices [M], values [M]) of the rows with a nonzero gradient, each row once, in
+// row order. `accumulator` [E * F] must be all zeros; it is left so. A level the batch reads sparsely lists its
+// rows as they are first written (sorted before they are emitted); one read at least a quarter as many times as
+// it has rows is scanned in row order instead, which is cheaper there. Either way the work is proportional to
+// the batch.
 std::vector<torch::Tensor> backward_table_sparse(const torch::Tensor& x, const torch::Tensor& grad,
                                                  torch::Tensor accumulator, int64_t f, int64_t interpolation,
                                                  INR_ENC_LEVEL_ARGS) {
@@ -252,6 +254,7 @@ std::vector<torch::Tensor> backward_table_sparse(const torch::Tensor& x, const t
         if (scanned[l]) {
           for (int64_t row = first[l]; row < first[l + 1]; ++row) emit(row);
         } else {
+          std::sort(rows[l].begin(), rows[l].end());  // sorted, as a coalesced COO tensor must be
           for (const int64_t row : rows[l]) emit(row);
         }
       }

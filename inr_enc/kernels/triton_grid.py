@@ -29,7 +29,7 @@ from ..encoders.grid_functional import GridLevels, torch_grid_encoding
 try:
     import triton
     import triton.language as tl
-except ImportError:  # optional dependency: triton_unavailable_reason says so
+except Exception:  # optional (ImportError), or broken on this machine: triton_unavailable_reason says so
     triton = tl = None
 
 INTERPOLATIONS = {"Linear": 0, "Nearest": 1, "Smoothstep": 2}
@@ -155,6 +155,8 @@ def triton_unavailable_reason(x: torch.Tensor) -> str | None:
     """Why the Triton path cannot encode ``x: [N, d]`` here, or None when it can."""
     if triton is None:
         return "triton is not installed or does not import here"
+    if not hasattr(triton, "knobs"):  # triton.knobs.runtime (3.4+) selects the interpreter per kernel
+        return f"the triton grid kernel needs triton >= 3.4, found {triton.__version__}"
     if not x.is_cuda and not (x.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") == "1"):
         return f"triton runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1), got a {x.device.type} input"
     if x.dtype not in (torch.float32, torch.float64):

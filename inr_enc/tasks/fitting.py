@@ -116,10 +116,7 @@ class Fitter:
                  out_dir: Path, device: torch.device, run_config: dict[str, Any]) -> None:
         self.model, self.problem, self.training = model.to(device), problem, training
         self.out_dir, self.device, self.run_config = Path(out_dir), device, run_config
-        # grid tables: tcnn's lazy Adam on sparse gradients (optim.py); everything else torch.optim.Adam
-        self.optimizer = GridAdam.for_model(model, lr=training["lr"], lazy=training["lazy_tables"],
-                                            betas=tuple(training["betas"]), eps=training["eps"])
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _schedule(training["schedule"], training["steps"]))
+        self._make_optimizer(training["lazy_tables"])
         self.batches = torch.Generator().manual_seed(seed)
         self.state = FitState()
         self.train_coords = problem.train_coords.to(device)
@@ -134,9 +131,18 @@ class Fitter:
         with atomic_path(self.out_dir / CHECKPOINT) as tmp:
             torch.save(payload, tmp)
 
+    def _make_optimizer(self, lazy_tables: bool) -> None:
+        """Grid tables: tcnn's lazy Adam on sparse gradients (optim.py); everything else torch.optim.Adam."""
+        training = self.training
+        self.optimizer = GridAdam.for_model(self.model, lr=training["lr"], lazy=lazy_tables,
+                                            betas=tuple(training["betas"]), eps=training["eps"])
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _schedule(training["schedule"], training["steps"]))
+
     def load_checkpoint(self) -> None:
         payload = torch.load(self.out_dir / CHECKPOINT, map_location=self.device, weights_only=True)
         self.model.load_state_dict(payload["model"])
+        if len(payload["optimizer"]["param_groups"]) != len(self.optimizer.param_groups):
+            self._make_optimizer(lazy_tables=False)  # a run saved before lazy tables: it goes on as it began
         self.optimizer.load_state_dict(payload["optimizer"])
         self.scheduler.load_state_dict(payload["scheduler"])
         self.batches.set_state(payload["batches"])
