@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import hashlib
 import math
 import os
 import re
@@ -30,6 +31,7 @@ INTERPOLATION_CODES = {"Linear": 0, "Nearest": 1, "Smoothstep": 2}
 # about every row gets a dense one, which costs less then (scripts/bench_grids.py measures both).
 SPARSE_BELOW_READS_PER_ROW = 1.0
 SOURCES = [str(Path(__file__).with_name(name)) for name in ("grid_cpu.cpp", "lazy_adam.cpp")]
+HEADER = Path(__file__).with_name("grid_kernels.h")
 
 
 @functools.lru_cache(maxsize=1)
@@ -41,8 +43,10 @@ def cpu_extension() -> ModuleType | None:
     try:
         from torch.utils.cpp_extension import load
 
-        # one build per torch version: an extension is bound to the torch it was compiled against
-        name = "inr_enc_grid_cpu_" + re.sub(r"\W", "_", torch.__version__)
+        # one build per torch version (an extension is bound to the torch it was compiled against) and per
+        # kernel source, header included (torch's own rebuild check reads the listed sources only)
+        digest = hashlib.sha1(b"".join(Path(path).read_bytes() for path in (*SOURCES, HEADER))).hexdigest()[:10]
+        name = "inr_enc_grid_cpu_" + re.sub(r"\W", "_", torch.__version__) + "_" + digest
         try:
             return load(name=name, sources=SOURCES, extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
         except Exception:  # e.g. Apple clang, which has no -fopenmp: one thread, still fused
