@@ -9,8 +9,9 @@ eps added to the bias-corrected sqrt of the second) with t = that element's own 
 element has a nonzero gradient at every step it equals torch.optim.Adam.
 
 With :func:`enable_sparse_gradients` (which :meth:`GridAdam.for_model` calls), grids on the fused CPU kernel
-hand their tables a sparse gradient of the rows the batch read when it makes fewer lookups than the table has
-rows, so a step costs in proportion to the batch, not to the table. Dense gradients work too (other devices and
+hand their tables a sparse gradient of the rows the batch read when it makes few lookups for the table's size
+(kernels/cpu_grid.py: SPARSE_BELOW_READS_PER_ROW), so such a step costs in proportion to the batch, not to the
+table. Dense gradients work too (other devices and
 paths, larger batches); then every element's gradient is read once, as in tcnn. Sparse table gradients do not
 suit other optimizers or ``torch.nn.utils.clip_grad_norm_``: use ``enable_sparse_gradients(model, False)``.
 """

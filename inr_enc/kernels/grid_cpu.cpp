@@ -43,11 +43,10 @@ void backward_table(const torch::Tensor& x, const torch::Tensor& grad, torch::Te
   });
 }
 
-// d loss / d table as (element indices [M], values [M]) of the rows with a nonzero gradient, each row once, in
-// row order. `accumulator` [E * F] must be all zeros; it is left so. A level the batch reads sparsely lists its
-// rows as they are first written (sorted before they are emitted); one read at least a quarter as many times as
-// it has rows is scanned in row order instead, which is cheaper there. Either way the work is proportional to
-// the batch.
+// d loss / d table as (element indices [M], values [M]) of the rows with a nonzero gradient, each row once (not
+// sorted). `accumulator` [E * F] must be all zeros; it is left so. A level the batch reads sparsely lists its
+// rows as they are first written; one read at least a quarter as many times as it has rows is scanned in row
+// order instead, which is cheaper there. Either way the work is proportional to the batch.
 std::vector<torch::Tensor> backward_table_sparse(const torch::Tensor& x, const torch::Tensor& grad,
                                                  torch::Tensor accumulator, int64_t f, int64_t interpolation,
                                                  INR_ENC_LEVEL_ARGS) {
@@ -86,7 +85,6 @@ std::vector<torch::Tensor> backward_table_sparse(const torch::Tensor& x, const t
         if (scanned[l]) {
           for (int64_t row = first[l]; row < first[l + 1]; ++row) emit(row);
         } else {
-          std::sort(rows[l].begin(), rows[l].end());  // sorted, as a coalesced COO tensor must be
           for (const int64_t row : rows[l]) emit(row);
         }
       }
@@ -104,6 +102,20 @@ std::vector<torch::Tensor> backward_table_sparse(const torch::Tensor& x, const t
     });
   });
   return {indices, values};
+}
+
+// Adds one sample's d loss / d x at one level (grad g [F], corner rows `rows`) to dx [d]; `d` <= D, D is the
+// compile-time bound (equal to d for 1 to 3 dims).
+template <int D, typename T>
+void add_input_grad(const T* x, const T* g, const int64_t* rows, const T* table, int64_t f, double scale,
+                    int interpolation, T* dx, int d = D) {
+  const Cell<T> c = locate(x, d, scale, interpolation);
+  for (int corner = 0; corner < c.n_corners; ++corner) {
+    const T* row = table + rows[corner] * f;
+    T dot = 0;
+    for (int64_t k = 0; k < f; ++k) dot += row[k] * g[k];
+    for (int i = 0; i < d; ++i) dx[i] += corner_weight_grad(c, corner, d, i) * dot;
+  }
 }
 
 // d loss / d x [N, d].
@@ -126,13 +138,13 @@ torch::Tensor backward_input(const torch::Tensor& x, const torch::Tensor& table,
         for (int64_t l = 0; l < lv.n_levels; ++l) {
           lookups->fill(xs, b, stop, d, l, interpolation, lv, tab, f);
           for (int64_t s = b; s < stop; ++s) {
-            const Cell<scalar_t> c = locate(xs + s * d, d, lv.scale[l], interpolation);
+            const int64_t* rows = lookups->row + (s - b) * lookups->n_corners;
             const scalar_t* g = gs + s * width + l * f;
-            for (int corner = 0; corner < c.n_corners; ++corner) {
-              const scalar_t* row = tab + lookups->row[(s - b) * c.n_corners + corner] * f;
-              scalar_t dot = 0;
-              for (int64_t k = 0; k < f; ++k) dot += row[k] * g[k];
-              for (int i = 0; i < d; ++i) dx[s * d + i] += corner_weight_grad(c, corner, d, i) * dot;
+            switch (d) {  // the input width as a compile-time constant, as in Lookups::fill
+              case 1: add_input_grad<1>(xs + s, g, rows, tab, f, lv.scale[l], interpolation, dx + s); break;
+              case 2: add_input_grad<2>(xs + 2 * s, g, rows, tab, f, lv.scale[l], interpolation, dx + 2 * s); break;
+              case 3: add_input_grad<3>(xs + 3 * s, g, rows, tab, f, lv.scale[l], interpolation, dx + 3 * s); break;
+              default: add_input_grad<7>(xs + d * s, g, rows, tab, f, lv.scale[l], interpolation, dx + d * s, d);
             }
           }
         }
