@@ -61,7 +61,7 @@ def test_sparse_table_gradient_holds_the_read_rows_once():
     grad = torch.randn(50, enc.n_output_dims)
     accumulator = torch.zeros_like(enc.params.detach())
     params = enc.params.detach().clone().requires_grad_()
-    out = grid_encoding(x, params, enc.levels, 2, "Linear", "cpp", sparse_accumulator=accumulator)
+    out = grid_encoding(x, params, enc.levels, 2, "Linear", "cpp", sparse_accumulator=lambda: accumulator)
     (sparse,) = torch.autograd.grad(out, [params], grad)
     _, _, dense = _encode_and_grads(enc, x, "torch", grad)
     assert sparse.is_sparse and sparse._nnz() < params.numel() / 4
@@ -171,7 +171,7 @@ def test_sparse_gradient_is_exact(d, interpolation, f, monkeypatch):
     grad = torch.randn(20, enc.n_output_dims, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     accumulator = torch.zeros_like(enc.params.detach())
     params = enc.params.detach().clone().requires_grad_()
-    out = grid_encoding(x, params, enc.levels, f, interpolation, "cpp", sparse_accumulator=accumulator)
+    out = grid_encoding(x, params, enc.levels, f, interpolation, "cpp", sparse_accumulator=lambda: accumulator)
     (sparse,) = torch.autograd.grad(out, [params], grad)
     _, _, dense = _encode_and_grads(enc, x, "torch", grad)
     index = sparse._indices()[0]

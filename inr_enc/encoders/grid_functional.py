@@ -186,14 +186,19 @@ class _InterpolateTable(torch.autograd.Function):
         return grad_table, grad_weights, None
 
 
-def sparse_accumulator(owner: torch.nn.Module, params: torch.Tensor) -> torch.Tensor | None:
-    """The zero workspace (like ``params``) that ``owner``'s sparse table gradients accumulate in, kept on
-    ``owner``; None unless ``owner.sparse_gradients`` is on and ``params`` is being trained."""
+def sparse_accumulator(owner: torch.nn.Module, params: torch.Tensor) -> Callable[[], torch.Tensor] | None:
+    """None unless ``owner.sparse_gradients`` is on and ``params`` is being trained; else a function giving the
+    zero workspace (like ``params``) that sparse table gradients accumulate in, made at its first call (only a
+    backward that goes sparse needs it) and kept on ``owner``."""
     if not (owner.sparse_gradients and params.requires_grad and torch.is_grad_enabled()):
         return None
-    workspace = owner.__dict__.get("_sparse_accumulator")
-    if workspace is None or workspace.shape != params.shape or workspace.dtype != params.dtype or workspace.device != params.device:
-        workspace = owner.__dict__["_sparse_accumulator"] = torch.zeros_like(params, requires_grad=False)
+
+    def workspace() -> torch.Tensor:
+        kept = owner.__dict__.get("_sparse_accumulator")
+        if kept is None or kept.shape != params.shape or kept.dtype != params.dtype or kept.device != params.device:
+            kept = owner.__dict__["_sparse_accumulator"] = torch.zeros_like(params, requires_grad=False)
+        return kept
+
     return workspace
 
 
@@ -209,14 +214,14 @@ def torch_grid_encoding(
 
 def grid_encoding(
     x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features_per_level: int, interpolation: str,
-    kernel: str = "auto", sparse_accumulator: torch.Tensor | None = None,
+    kernel: str = "auto", sparse_accumulator: Callable[[], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """x: [N, d] -> [N, L * F] (level-major, feature-minor), read from the flat table ``params``.
 
     ``kernel``: "torch" (the PyTorch ops above), "cpp" (the fused CPU kernel, kernels/cpu_grid.py), "triton"
     (kernels/triton_grid.py) or "auto" (cpp on CPU and triton on CUDA where they run, else torch); the paths
-    agree to float rounding. ``sparse_accumulator`` (zeros like ``params``): the cpp kernel then gives ``params``
-    a sparse gradient holding only the rows the batch read (for optim.GridAdam); other paths ignore it.
+    agree to float rounding. ``sparse_accumulator`` (see the function of that name): the cpp kernel may then give
+    ``params`` a sparse gradient holding only the rows the batch read (for optim.GridAdam); other paths ignore it.
     """
     from ..kernels import pick_grid_kernel  # the kernels import this module
 

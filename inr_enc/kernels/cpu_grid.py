@@ -45,9 +45,11 @@ def cpu_extension() -> ModuleType | None:
     try:
         from torch.utils.cpp_extension import load
 
-        # one build per torch version (an extension is bound to the torch it was compiled against) and per
-        # kernel source, header included (torch's own rebuild check reads the listed sources only)
-        digest = hashlib.sha1(b"".join(Path(path).read_bytes() for path in (*SOURCES, HEADER))).hexdigest()[:10]
+        # one build per environment and torch version (an extension is bound to the torch it was compiled
+        # against; environments sharing a build folder would rebuild it in turn) and per kernel source, header
+        # included (torch's own rebuild check reads the listed sources only)
+        stamp = b"".join(Path(path).read_bytes() for path in (*SOURCES, HEADER)) + sys.prefix.encode()
+        digest = hashlib.sha1(stamp).hexdigest()[:10]
         name = "inr_enc_grid_cpu_" + re.sub(r"\W", "_", torch.__version__) + "_" + digest
         try:
             return load(name=name, sources=SOURCES, extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
@@ -115,7 +117,7 @@ class _FusedGrid(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, table: torch.Tensor, levels: GridLevels, f: int, interpolation: str,
-                accumulator: torch.Tensor | None, reference: Callable) -> torch.Tensor:
+                accumulator: Callable[[], torch.Tensor] | None, reference: Callable) -> torch.Tensor:
         ext, args = cpu_extension(), _level_args(levels)
         ctx.save_for_backward(x, table)
         ctx.setup = (args, f, interpolation, accumulator, reference, levels)
@@ -144,10 +146,11 @@ class _FusedGrid(torch.autograd.Function):
                 grad_table = _buffer((table.numel(),), table.dtype)
                 ext.backward_table(x.contiguous(), grad, grad_table, f, code, *args)
             else:
+                workspace = accumulator()
                 try:
-                    index, values = ext.backward_table_sparse(x.contiguous(), grad, accumulator, f, code, *args)
+                    index, values = ext.backward_table_sparse(x.contiguous(), grad, workspace, f, code, *args)
                 except BaseException:  # the workspace must stay zero for the next step
-                    accumulator.zero_()
+                    workspace.zero_()
                     raise
                 # unique but unsorted indices: not "coalesced" to torch, which assumes sorted ones
                 grad_table = torch.sparse_coo_tensor(index[None], values, table.shape, is_coalesced=False,
@@ -156,14 +159,15 @@ class _FusedGrid(torch.autograd.Function):
 
 
 def fused_grid_encoding(x: torch.Tensor, table: torch.Tensor, levels: GridLevels, n_features_per_level: int,
-                        interpolation: str, accumulator: torch.Tensor | None, reference: Callable) -> torch.Tensor:
+                        interpolation: str, accumulator: Callable[[], torch.Tensor] | None,
+                        reference: Callable) -> torch.Tensor:
     """x: [N, d] -> [N, L * F] from the flat table [E * F] (same dtype as x), as ``reference`` computes it.
 
-    ``accumulator``: None for a dense table gradient, or a zero [E * F] workspace of the table's dtype for a
-    sparse one where the batch makes fewer than SPARSE_BELOW_READS_PER_ROW lookups per table row (else dense,
-    which is cheaper then):
-    a COO tensor of the rows with a nonzero gradient, each once (unsorted, so not flagged coalesced); the
-    workspace is left at zero, so such a step never touches the whole table.
+    ``accumulator``: None for a dense table gradient, or a function giving a zero [E * F] workspace of the
+    table's dtype for a sparse one where the batch makes fewer than SPARSE_BELOW_READS_PER_ROW lookups per table
+    row (else dense, which is cheaper then): a COO tensor of the rows with a nonzero gradient, each once
+    (unsorted, so not flagged coalesced); the workspace is left at zero, so such a step never touches the
+    whole table.
     ``reference(x, table, levels, F, interpolation)`` is the differentiable PyTorch path, for second derivatives.
     """
     return _FusedGrid.apply(x, table, levels, n_features_per_level, interpolation, accumulator, reference)
