@@ -22,6 +22,8 @@ from .config import load_config
 from .encoders import encoder_class
 from .encoders.base import check_keys
 from .field import build_field, is_separable
+from .kernels.cpu_grid import cpu_extension
+from .optim import grid_tables
 from .tasks.audio import AudioTask
 from .tasks.fitting import CHECKPOINT, Fitter, Interrupted, resolve_training
 from .tasks.image import ImageTask
@@ -158,6 +160,8 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
             for file in out.glob(pattern):
                 file.unlink()
     out.mkdir(parents=True, exist_ok=True)
+    if device.type == "cpu" and grid_tables(model):
+        cpu_extension()  # a first build here, not inside the first (timed) training step
     fitter = Fitter(model, task.problem(), run["training"], run["seed"], out, device, run)
     if args.resume:
         fitter.load_checkpoint()

@@ -43,7 +43,7 @@ def cpu_extension() -> ModuleType | None:
     if os.environ.get("INR_ENC_NO_EXTENSION") == "1":
         return None
     try:
-        from torch.utils.cpp_extension import load
+        from torch.utils.cpp_extension import _get_build_directory, load
 
         # one build per environment and torch version (an extension is bound to the torch it was compiled
         # against; environments sharing a build folder would rebuild it in turn) and per kernel source, header
@@ -51,6 +51,10 @@ def cpu_extension() -> ModuleType | None:
         stamp = b"".join(Path(path).read_bytes() for path in (*SOURCES, HEADER)) + sys.prefix.encode()
         digest = hashlib.sha1(stamp).hexdigest()[:10]
         name = "inr_enc_grid_cpu_" + re.sub(r"\W", "_", torch.__version__) + "_" + digest
+        build = Path(_get_build_directory(name, verbose=False))  # the folder load() builds in
+        if not any(build.glob("*.so")) and not any(build.glob("*.pyd")):
+            print("inr_enc: building the fused CPU grid kernel for this environment (once, about a minute)",
+                  file=sys.stderr)
         try:
             return load(name=name, sources=SOURCES, extra_cflags=["-O3", "-fopenmp"], extra_ldflags=["-fopenmp"])
         except Exception:  # e.g. Apple clang, which has no -fopenmp: one thread, still fused
