@@ -11,14 +11,14 @@ element has a nonzero gradient at every step it equals torch.optim.Adam.
 With :func:`enable_sparse_gradients` (which :meth:`GridAdam.for_model` calls), grids on the fused CPU kernel
 hand their tables a sparse gradient of the rows the batch read when it makes few lookups for the table's size
 (kernels/cpu_grid.py: SPARSE_BELOW_READS_PER_ROW), so such a step costs in proportion to the batch, not to the
-table. Dense gradients work too (other devices and
-paths, larger batches); then every element's gradient is read once, as in tcnn. Sparse table gradients do not
+table. Dense gradients work too (other devices and paths, larger batches); then every element's gradient is
+read once, as in tcnn. Sparse table gradients do not
 suit other optimizers or ``torch.nn.utils.clip_grad_norm_``: use ``enable_sparse_gradients(model, False)``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import torch
 
@@ -64,9 +64,6 @@ class GridAdam(torch.optim.Adam):
     state per parameter is ``exp_avg``, ``exp_avg_sq`` and ``step`` (int32, one count per element), saved by
     ``state_dict`` like Adam's. Use :meth:`for_model` for a field: its grid tables lazy, the rest Adam.
     """
-
-    def __init__(self, params: Iterable[Any], lr: float = 1e-3, **kwargs: Any) -> None:
-        super().__init__(params, lr=lr, **kwargs)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         param_group.setdefault("lazy", False)

@@ -69,6 +69,14 @@ def time_module(module: torch.nn.Module, n_dims: int, batch: int, repeats: int) 
     return rates[0], rates[1], rates[2]
 
 
+def machine_line(threads: int | None = None) -> str:
+    """The reports' machine line: CPU, core count, torch and its thread count, Python, date."""
+    threads = torch.get_num_threads() if threads is None else threads
+    return (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+            f"torch {torch.__version__} with {threads} threads, Python {sys.version.split()[0]}, "
+            f"{time.strftime('%Y-%m-%d')}")
+
+
 def nerfstudio_hash_encoding() -> torch.nn.Module | None:
     """nerfstudio's HashEncoding(implementation="torch") configured like HASHGRID_3D, or None if not importable."""
     try:
@@ -105,9 +113,7 @@ def main() -> None:
 
     if args.out:
         header = (f"Command: `python scripts/bench_encoders.py --batch {args.batch} --repeats {args.repeats}`  \n"
-                  f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-                  f"torch {torch.__version__} with {torch.get_num_threads()} threads, Python {sys.version.split()[0]}, "
-                  f"{time.strftime('%Y-%m-%d')}\n\nM samples/s; ratios are inr_enc over nerfstudio.\n\n| encoder | forward | fwd+bwd (params) | fwd+bwd (params + input) |\n|---|---|---|---|\n")
+                  f"{machine_line()}\n\nM samples/s; ratios are inr_enc over nerfstudio.\n\n| encoder | forward | fwd+bwd (params) | fwd+bwd (params + input) |\n|---|---|---|---|\n")
         cells = [(name, [f"{r:.1f}x" if name.startswith("**ratio") else f"{r / 1e6:.3f}" for r in rates]) for name, *rates in rows]
         body = "".join(f"| {name} | {' | '.join(values)} |\n" for name, values in cells)
         write_text_atomically(args.out, header + body)

@@ -19,8 +19,6 @@ parent's peak (exec keeps it), so it would hide the step. Elsewhere ru_maxrss.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -32,7 +30,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the peer and the ceilings live in sibling scripts
-from bench_encoders import HASHGRID_3D, nerfstudio_hash_encoding
+from bench_encoders import HASHGRID_3D, machine_line, nerfstudio_hash_encoding
 from bench_limits import GRIDS as LIMIT_GRIDS
 from bench_limits import ceilings
 
@@ -200,9 +198,7 @@ def main() -> None:
 
     batches = (2**10, 2**12) if args.quick else (2**16, 2**18)
     command = "python scripts/bench_grids.py" + " --quick" * args.quick + f" --repeats {args.repeats}"
-    machine = (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-               f"torch {torch.__version__} with {torch.get_num_threads()} threads, Python {sys.version.split()[0]}, "
-               f"{time.strftime('%Y-%m-%d')}")
+    machine = machine_line()
     print(machine, flush=True)
     notes = []
     if cpu_extension() is None:

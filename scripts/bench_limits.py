@@ -30,10 +30,7 @@ s / scatter_rate) samples/s (16 levels of 2^d corners: 64 in 2D, 128 in 3D).
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +39,8 @@ from typing import Any
 
 import torch
 from torch.utils.cpp_extension import load_inline
+
+from bench_encoders import machine_line  # a sibling script: scripts/ is on sys.path when these run
 
 from inr_enc.io import write_text_atomically
 
@@ -218,9 +217,7 @@ def markdown(result: dict[str, Any], lookups: int, repeats: int) -> str:
     """The report: machine line, rows/s per method, C++ scaling, and the grid ceilings in samples/s."""
     threads = result["threads"]
     lines = [f"Command: `python scripts/bench_limits.py --lookups {lookups} --repeats {repeats}`  ",
-             (f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-              f"torch {torch.__version__} with {threads} threads, Python {sys.version.split()[0]}, "
-              f"{time.strftime('%Y-%m-%d')}"), "",
+             machine_line(threads), "",
              "M rows/s of F=2 float32 rows (in brackets: process CPU seconds per wall second); bold: the ceiling.", "",
              "| operation | rows per table | tables | method | M rows/s |", "|---|---|---|---|---|"]
     speedups = []

@@ -232,7 +232,7 @@ def grid_encoding(
     if path == "cpp":
         from ..kernels.cpu_grid import fused_grid_encoding
 
-        accumulator = sparse_accumulator if table is params and params.requires_grad else None
+        accumulator = sparse_accumulator if table is params else None  # not through a dtype conversion
         return fused_grid_encoding(x, table, levels, n_features_per_level, interpolation, accumulator, torch_grid_encoding)
     from ..kernels.triton_grid import triton_grid_encoding
 
