@@ -27,9 +27,11 @@ import argparse
 import json
 import math
 import os
+import shutil
 import random
 import struct
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 
@@ -201,7 +203,7 @@ def look_at_origin(position: Vector) -> Matrix:
 
 
 def strip_png_text(path: str) -> None:
-    """Drop the PNG text chunks (date, render times) Blender writes, so reruns give identical files."""
+    """Drop the PNG text chunks (date, render times) Blender writes, so one-thread reruns give identical files."""
     with open(path, "rb") as f:
         data = f.read()
     out, pos = [data[:8]], 8
@@ -243,8 +245,21 @@ def main() -> None:
     assert max(map(abs, (*lo, *hi))) <= 1.0, "scene must fit in [-1, 1]^3"
     cam = setup_render(args)
     t0 = time.perf_counter()
-    for split, n in (("train", args.train), ("val", args.val), ("test", args.test)):
-        render_split(split, n, cam, args, out)
+    # Render into a sibling folder and swap it in at the end: an interrupted run leaves `out` as it was.
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", dir=os.path.dirname(out))
+    try:
+        for split, n in (("train", args.train), ("val", args.val), ("test", args.test)):
+            render_split(split, n, cam, args, staging)
+        if os.path.exists(out):
+            old = staging + ".old"
+            os.replace(out, old)
+            os.replace(staging, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     print(f"render_blender: wrote {out} in {time.perf_counter() - t0:.1f}s", flush=True)
 
 
