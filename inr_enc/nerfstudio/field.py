@@ -1,0 +1,76 @@
+"""A radiance field on inr_enc encoders, as a nerfstudio Field: Instant-NGP's layout (Müller et al. 2022, §5.4).
+
+density, geometry features = network(encoding(x)), x the sample position scaled from the scene box to [0, 1]^3;
+colour = color_network(direction_encoding(d), geometry features), d the unit view direction mapped to [0, 1]^3
+(tcnn's convention for SphericalHarmonics). Density is trunc_exp of the first output (exp with its gradient
+clamped, as nerfstudio and Instant-NGP do) and zero outside the scene box; colour has a sigmoid.
+A Hybrid encoding (Hyb-NeRF) gets each sample's frustum Gaussian (nerfstudio's ``Frustums.get_gaussian``) in
+[0, 1] units, so its Fourier levels are cone traced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from nerfstudio.cameras.rays import RaySamples
+from nerfstudio.field_components.activations import trunc_exp
+from nerfstudio.field_components.field_heads import FieldHeadNames
+from nerfstudio.fields.base_field import Field, get_normalized_directions
+
+from ..encoders import Hybrid, build_encoder
+from ..networks import build_network
+from ..networks.mlp import MLP
+
+
+class EncodedRadianceField(Field):
+    """aabb: [2, 3] scene box (world units); encoding, network: inr_enc configs of the position encoder and the
+    density network (1 + geo_feat_dim outputs); direction_encoding, color_network: the colour branch (3 outputs,
+    sigmoid added). ``backend``: the encoders' ("auto": tcnn on CUDA when installed, else inr_enc's kernels)."""
+
+    def __init__(self, aabb: torch.Tensor, encoding: dict[str, Any], network: dict[str, Any],
+                 direction_encoding: dict[str, Any], color_network: dict[str, Any], geo_feat_dim: int = 15,
+                 backend: str = "auto") -> None:
+        super().__init__()
+        self.register_buffer("aabb", torch.as_tensor(aabb, dtype=torch.float32).reshape(2, 3).clone())
+        self.position_encoder = build_encoder(encoding, 3, backend)
+        self.density_network = build_network(1 + geo_feat_dim, network, self.position_encoder)
+        self.direction_encoder = build_encoder(direction_encoding, 3, backend)
+        color = {**color_network, "output_activation": "Sigmoid"}
+        self.color_network = MLP(self.direction_encoder.n_output_dims + geo_feat_dim, 3, color)
+        self.cone_traced = isinstance(self.position_encoder, Hybrid)
+
+    def _unit(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """World positions [..., 3] -> ([..., 3] in [0, 1] inside the box, [..., 1] inside mask)."""
+        x = (positions - self.aabb[0]) / (self.aabb[1] - self.aabb[0])
+        return x, ((x >= 0) & (x <= 1)).all(-1, keepdim=True)
+
+    def _density(self, x: torch.Tensor, inside: torch.Tensor, cov: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        features = self.position_encoder(x, cov) if cov is not None else self.position_encoder(x)
+        h = self.density_network(features)
+        density = trunc_exp(h[..., :1].float()) * inside
+        return density, h[..., 1:]
+
+    def get_density(self, ray_samples: RaySamples) -> tuple[torch.Tensor, torch.Tensor]:
+        """Samples [...] -> (density [..., 1] >= 0, geometry features [..., geo_feat_dim])."""
+        frustums = ray_samples.frustums
+        if not self.cone_traced:
+            return self._density(*self._unit(frustums.get_positions()))
+        gaussian = frustums.get_gaussian_blob()
+        extent = self.aabb[1] - self.aabb[0]
+        x, inside = self._unit(gaussian.mean)
+        return self._density(x, inside, gaussian.cov / (extent[:, None] * extent[None, :]))
+
+    def density_fn(self, positions: torch.Tensor, times: torch.Tensor | None = None) -> torch.Tensor:
+        """Point densities (no frustum): positions [..., 3] world -> [..., 1]. The occupancy grid reads this."""
+        return self._density(*self._unit(positions))[0]
+
+    def get_outputs(self, ray_samples: RaySamples, density_embedding: torch.Tensor | None = None
+                    ) -> dict[FieldHeadNames, torch.Tensor]:
+        """Samples [...] -> {RGB: [..., 3] in [0, 1]}."""
+        if density_embedding is None:
+            raise ValueError("EncodedRadianceField.get_outputs needs the geometry features from get_density")
+        directions = self.direction_encoder(get_normalized_directions(ray_samples.frustums.directions))
+        rgb = self.color_network(torch.cat([directions, density_embedding], -1))
+        return {FieldHeadNames.RGB: rgb}

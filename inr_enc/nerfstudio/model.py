@@ -1,0 +1,216 @@
+"""A nerfstudio Model around :class:`EncodedRadianceField`, sampled through an Instant-NGP occupancy grid in plain
+torch (``inr_enc.tasks.occupancy``), so it trains and renders on CPU as well as on CUDA.
+
+Per batch of rays: march the occupied cells with a fixed step, front to back, evaluating density alone (no
+autograd) and keeping the samples a ray still sees (transmittance > ``early_stop_eps``, Instant-NGP's early ray
+termination); run the full field on those and composite them over a constant background. Metrics: PSNR, SSIM, and LPIPS only when its
+AlexNet weights are already on disk (nothing is downloaded).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Literal, Optional, Tuple, Type
+
+import torch
+from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples
+from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
+from nerfstudio.field_components.field_heads import FieldHeadNames
+from nerfstudio.models.base_model import Model, ModelConfig
+from nerfstudio.utils import colormaps
+from torch import nn
+from torch.profiler import record_function
+from torchmetrics.functional import structural_similarity_index_measure
+
+from ..config import load_config
+from ..encoders.progressive import set_training_step
+from ..optim import grid_tables
+from ..tasks.occupancy import OccupancyGrid
+from ..tasks.volume_rendering import accumulate, render_weights
+from .field import EncodedRadianceField
+
+# Instant-NGP's field (Müller et al. 2022, §5.4), sized for CPU: 16 levels from 16 to 512 cells (enough for
+# scenes of a few hundred pixels), 2^17 entries per level (tcnn's default is 2^19).
+HASHGRID = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 17,
+            "base_resolution": 16, "per_level_scale": 1.26}
+DENSITY_NETWORK = {"otype": "FullyFusedMLP", "activation": "ReLU", "n_neurons": 64, "n_hidden_layers": 1}
+SPHERICAL_HARMONICS = {"otype": "SphericalHarmonics", "degree": 4}
+COLOR_NETWORK = {"otype": "FullyFusedMLP", "activation": "ReLU", "n_neurons": 64, "n_hidden_layers": 2}
+
+
+def resolve_encoding_config(text: str) -> dict[str, Any]:
+    """``--pipeline.model.encoding-config``: JSON text, a .json/.yaml file or an inr_enc config name -> config.
+
+    The result is an encoding config, or a field config with "encoding" (and optionally "network") keys."""
+    if text.lstrip().startswith("{"):
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"encoding_config: not valid JSON: {error}") from None
+    else:
+        config = load_config(text)
+    if not isinstance(config, dict) or not ("otype" in config or "encoding" in config):
+        raise ValueError("encoding_config: expected an encoding config (with 'otype') or a field config "
+                         "(with 'encoding')")
+    return config
+
+
+@dataclass
+class InrNerfModelConfig(ModelConfig):
+    """Every dict is an inr_enc config (tcnn's keys); each key is also a command-line flag, e.g.
+    ``--pipeline.model.encoding.log2-hashmap-size 15``."""
+
+    _target: Type = field(default_factory=lambda: InrNerfModel)
+    enable_collider: bool = False
+    """Rays are clipped to the occupancy grid's occupied box instead of a collider."""
+    encoding: Dict[str, Any] = field(default_factory=lambda: dict(HASHGRID))
+    """Position encoding (any inr_enc encoder with 3 inputs), on positions scaled from the scene box to [0, 1]^3."""
+    encoding_config: Optional[str] = None
+    """Replaces `encoding` as a whole: JSON text, a .json/.yaml file or an inr_enc config name; a field config's
+    "network" replaces `network` too."""
+    network: Dict[str, Any] = field(default_factory=lambda: dict(DENSITY_NETWORK))
+    """Density network: encoding -> 1 + geo_feat_dim."""
+    direction_encoding: Dict[str, Any] = field(default_factory=lambda: dict(SPHERICAL_HARMONICS))
+    """View-direction encoding (inputs in [0, 1]^3)."""
+    color_network: Dict[str, Any] = field(default_factory=lambda: dict(COLOR_NETWORK))
+    """Colour network: direction features + geometry features -> RGB (sigmoid)."""
+    geo_feat_dim: int = 15
+    backend: Literal["auto", "torch", "cpp", "triton", "tcnn"] = "auto"
+    """Encoder backend: "auto" is tcnn on CUDA when installed, else inr_enc's own kernels."""
+    grid_resolution: int = 128
+    grid_update_every: int = 16
+    grid_warmup_steps: int = 256
+    occupancy_threshold: float = 0.01
+    render_step_size: Optional[float] = None
+    """Marching step in world units; default: the scene box diagonal / 512."""
+    early_stop_eps: float = 1e-4
+    """Samples behind this transmittance are skipped."""
+    render_alpha_threshold: float = 0.01
+    """When rendering (not training), samples with a smaller opacity are skipped."""
+    background_color: Literal["white", "black"] = "white"
+    eval_num_rays_per_chunk: int = 8192
+
+    def __post_init__(self) -> None:
+        if self.encoding_config is not None:
+            config = resolve_encoding_config(self.encoding_config)
+            self.encoding = dict(config.get("encoding", config))
+            if "network" in config:
+                self.network = dict(config["network"])
+            self.encoding_config = None  # resolved: the saved config.yml holds the dicts themselves
+
+
+class InrNerfModel(Model):
+    """See the module docstring; ``config``: :class:`InrNerfModelConfig`."""
+
+    config: InrNerfModelConfig
+
+    def populate_modules(self) -> None:
+        super().populate_modules()
+        cfg = self.config
+        aabb = self.scene_box.aabb.float()
+        self.field = EncodedRadianceField(aabb, cfg.encoding, cfg.network, cfg.direction_encoding, cfg.color_network,
+                                          cfg.geo_feat_dim, cfg.backend)
+        self.occupancy = OccupancyGrid(aabb, cfg.grid_resolution, cfg.occupancy_threshold,
+                                       warmup_steps=cfg.grid_warmup_steps)
+        self.step_size = cfg.render_step_size or float((aabb[1] - aabb[0]).norm()) / 512
+        self.register_buffer("background", torch.full((3,), 1.0 if cfg.background_color == "white" else 0.0))
+        self.extra_metrics = {"lpips": lpips_if_weights_on_disk()}  # a plain dict: not part of the state dict
+
+    def get_param_groups(self) -> Dict[str, List[nn.Parameter]]:
+        """"grids": the grid tables (tcnn's lazy Adam in our method configs), "fields": everything else."""
+        tables = grid_tables(self.field)
+        rest = [p for p in self.field.parameters() if all(p is not t for t in tables)]
+        return {name: params for name, params in (("fields", rest), ("grids", tables)) if params}
+
+    def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes
+                               ) -> List[TrainingCallback]:
+        def update_grid(step: int) -> None:
+            self.occupancy.update(step, lambda x: self.field.density_fn(x) * self.step_size)
+
+        def set_step(step: int) -> None:  # coarse-to-fine encoders (Progressive) follow the training step
+            set_training_step(self.field, step)
+
+        before = [TrainingCallbackLocation.BEFORE_TRAIN_ITERATION]
+        return [TrainingCallback(before, set_step, update_every_num_iters=1),
+                TrainingCallback(before, update_grid, update_every_num_iters=self.config.grid_update_every)]
+
+    def update_to_step(self, step: int) -> None:
+        set_training_step(self.field, step)
+
+    def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, torch.Tensor]:
+        """A flat bundle of N rays -> rgb [N, 3], accumulation [N, 1], depth [N, 1], num_samples_per_ray [N, 1]."""
+        origins, directions = ray_bundle.origins.reshape(-1, 3), ray_bundle.directions.reshape(-1, 3)
+        pixel_area = ray_bundle.pixel_area.reshape(-1, 1)
+        n = len(origins)
+        alpha_threshold = 0.0 if self.training else self.config.render_alpha_threshold
+        with record_function("inr_nerf.sample"):
+            ray_indices, starts, ends = self.occupancy.sample(
+                origins, directions, self.step_size, self.field.density_fn, self.config.early_stop_eps,
+                alpha_threshold, jitter=self.training)
+        samples = RaySamples(frustums=Frustums(
+            origins=origins[ray_indices], directions=directions[ray_indices], starts=starts[:, None],
+            ends=ends[:, None], pixel_area=pixel_area[ray_indices]))
+        with record_function("inr_nerf.field"):
+            field_outputs = self.field(samples)
+        with record_function("inr_nerf.composite"):
+            weights, _ = render_weights(field_outputs[FieldHeadNames.DENSITY].reshape(-1), ends - starts, ray_indices, n)
+            rgb = accumulate(weights[:, None] * field_outputs[FieldHeadNames.RGB], ray_indices, n)
+            opacity = accumulate(weights[:, None], ray_indices, n)
+            depth = accumulate(weights[:, None] * ((starts + ends) / 2)[:, None], ray_indices, n)
+        return {
+            "rgb": rgb + (1 - opacity) * self.background,
+            "accumulation": opacity,
+            "depth": depth / opacity.clamp_min(1e-10),
+            "num_samples_per_ray": torch.bincount(ray_indices, minlength=n)[:, None].float(),
+        }
+
+    def _target_image(self, image: torch.Tensor) -> torch.Tensor:
+        """Ground truth [..., 3 | 4] on the model's device, RGBA composited over the background."""
+        image = image.to(self.device)
+        if image.shape[-1] == 4:
+            return image[..., :3] * image[..., 3:] + self.background * (1 - image[..., 3:])
+        return image[..., :3]
+
+    def get_metrics_dict(self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
+                         ) -> Dict[str, torch.Tensor]:
+        mse = torch.mean((outputs["rgb"] - self._target_image(batch["image"])) ** 2)
+        # num_samples_per_batch steers nerfstudio's dynamic batch size; at least one per ray, so a batch whose rays
+        # all miss the occupied cells cannot grow the next batch without bound
+        samples = outputs["num_samples_per_ray"]
+        return {"psnr": -10 * torch.log10(mse.detach()), "num_samples_per_batch": samples.sum().clamp_min(len(samples))}
+
+    def get_loss_dict(self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor],
+                      metrics_dict: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
+        return {"rgb_loss": torch.mean((outputs["rgb"] - self._target_image(batch["image"])) ** 2)}
+
+    def get_image_metrics_and_images(self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
+                                     ) -> Tuple[Dict[str, float], Dict[str, torch.Tensor]]:
+        """outputs, batch: one image [H, W, C] -> metrics {psnr, ssim[, lpips]} and images {img, accumulation, depth}."""
+        image, rgb = self._target_image(batch["image"]), outputs["rgb"].clamp(0, 1)
+        mse = torch.mean((rgb - image) ** 2)
+        pair = (rgb.movedim(-1, 0)[None], image.movedim(-1, 0)[None])  # [1, 3, H, W]
+        metrics = {"psnr": float(-10 * torch.log10(mse)),
+                   "ssim": float(structural_similarity_index_measure(*pair, data_range=1.0))}
+        lpips = self.extra_metrics["lpips"]
+        if lpips is not None:
+            metrics["lpips"] = float(lpips.to(self.device)(*pair))
+        images = {
+            "img": torch.cat([image, rgb], dim=1),
+            "accumulation": colormaps.apply_colormap(outputs["accumulation"]),
+            "depth": colormaps.apply_depth_colormap(outputs["depth"], accumulation=outputs["accumulation"]),
+        }
+        return metrics, images
+
+
+def lpips_if_weights_on_disk() -> Optional[nn.Module]:
+    """torchmetrics' LPIPS (AlexNet) when torchvision's AlexNet weights are already in torch's hub cache, else
+    None: building it would download them."""
+    try:
+        from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
+        from torchvision.models import AlexNet_Weights
+    except ImportError:
+        return None
+    weights = Path(torch.hub.get_dir()) / "checkpoints" / Path(AlexNet_Weights.IMAGENET1K_V1.url).name
+    return LearnedPerceptualImagePatchSimilarity(net_type="alex", normalize=True) if weights.is_file() else None

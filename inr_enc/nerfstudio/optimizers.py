@@ -1,0 +1,59 @@
+"""nerfstudio optimizer and scheduler configs for our methods.
+
+Both keep numpy out of checkpoints: nerfstudio's ExponentialDecayScheduler computes its factor with numpy, so the
+learning rates it writes into the optimizer (and its own state) are numpy scalars, which torch.load's default
+weights_only=True (torch >= 2.6) refuses when ns-eval, ns-render or --load-dir read the checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Type
+
+import torch
+from nerfstudio.engine.optimizers import AdamOptimizerConfig
+from nerfstudio.engine.schedulers import Scheduler, SchedulerConfig
+from torch.optim import lr_scheduler
+
+from ..optim import GridAdam
+
+
+def lazy_adam(params: Iterable[torch.nn.Parameter], lr: float, eps: float = 1e-15, weight_decay: float = 0.0,
+              lazy: bool = True) -> GridAdam:
+    """Adam over ``params`` in one group; ``lazy``: tiny-cuda-nn's update for grid tables (entries without a
+    gradient keep their moments and step count)."""
+    return GridAdam([{"params": list(params), "lazy": lazy}], lr=lr, eps=eps, weight_decay=weight_decay)
+
+
+@dataclass
+class LazyAdamOptimizerConfig(AdamOptimizerConfig):
+    """AdamOptimizerConfig for grid tables, with tiny-cuda-nn's lazy update."""
+
+    _target: Type = field(default_factory=lambda: lazy_adam)
+    lazy: bool = True
+
+
+@dataclass
+class LogLinearDecaySchedulerConfig(SchedulerConfig):
+    """The learning rate falls from its initial value to ``lr_final`` at ``max_steps``, linearly in log space
+    (nerfstudio's ExponentialDecayScheduler without warm-up), then stays there."""
+
+    _target: Type = field(default_factory=lambda: LogLinearDecayScheduler)
+    lr_final: float = 1e-3
+    max_steps: int = 1000
+
+
+class LogLinearDecayScheduler(Scheduler):
+    config: LogLinearDecaySchedulerConfig
+
+    def get_scheduler(self, optimizer: torch.optim.Optimizer, lr_init: float) -> lr_scheduler.LRScheduler:
+        if lr_init <= 0 or self.config.lr_final <= 0 or self.config.max_steps < 1:
+            raise ValueError(f"LogLinearDecayScheduler: need lr_init, lr_final > 0 and max_steps >= 1, got "
+                             f"{lr_init}, {self.config.lr_final}, {self.config.max_steps}")
+        log_ratio = math.log(self.config.lr_final / lr_init)
+
+        def factor(step: int) -> float:  # a Python float: no numpy in the optimizer or scheduler state
+            return math.exp(log_ratio * min(step / self.config.max_steps, 1.0))
+
+        return lr_scheduler.LambdaLR(optimizer, lr_lambda=factor)
