@@ -94,6 +94,29 @@ def test_encoder_keys_and_whole_configs_from_the_command_line(tmp_path):
         InrNerfModelConfig(encoding_config='{"n_levels": 3}')
 
 
+def test_named_field_configs_keep_density_unbounded_and_bad_settings_are_refused():
+    model = small_model(encoding_config="nerf-pe")  # an inr-fit config: its network ends in a Sigmoid
+    assert model.field.density_network.config["output_activation"] == "None"
+    assert type(model.field.position_encoder).__name__ == "NeRF"
+    with pytest.raises(ValueError, match="unknown field config keys"):
+        InrNerfModelConfig(encoding_config='{"encoding": {"otype": "NeRF"}, "netwrok": {}}')
+    for bad in ({"grid_update_every": 0}, {"render_step_size": 0.0}, {"early_stop_eps": 1.0}):
+        with pytest.raises(ValueError, match="InrNerfModelConfig"):
+            InrNerfModelConfig(**bad)
+
+
+def test_rays_that_miss_everything_render_the_background():
+    from nerfstudio.cameras.rays import RayBundle
+
+    model = small_model()
+    model.eval()
+    rays = RayBundle(origins=torch.tensor([[0.0, 0.0, -4.0]]).repeat(5, 1),
+                     directions=torch.tensor([[0.0, 0.0, -1.0]]).repeat(5, 1), pixel_area=torch.full((5, 1), 1e-4))
+    outputs = model.get_outputs(rays)
+    assert torch.equal(outputs["rgb"], torch.ones(5, 3)) and torch.equal(outputs["accumulation"], torch.zeros(5, 1))
+    assert model.get_rgba_image(outputs).shape == (5, 4)
+
+
 def packed_samples(pixel_area):
     g = torch.Generator().manual_seed(0)
     origins = torch.randn(64, 3, generator=g) * 0.1 + torch.tensor([0.0, 0.0, -4.0])
@@ -118,12 +141,6 @@ def test_hybrid_reads_each_samples_frustum_gaussian_in_unit_coordinates():
     assert torch.allclose(seen["cov"].double(), cov / 9, rtol=1e-3, atol=1e-10)
     wide = field.get_density(packed_samples(1e-1))[0]  # bigger pixels: more of the Fourier features averaged out
     assert not torch.allclose(wide, field.get_density(packed_samples(1e-4))[0])
-
-
-def test_hash_grid_field_reads_points():
-    field = small_model().field
-    narrow, wide = (field.get_density(packed_samples(a))[0] for a in (1e-4, 1e-1))
-    assert torch.equal(narrow, wide)
 
 
 def test_progressive_encoder_follows_the_training_step():

@@ -142,3 +142,25 @@ def test_update_marks_the_matter_and_decays():
     before = grid.opacity.clone()
     grid.update(10, lambda p: torch.zeros(len(p)), generator=g)  # after warm-up: decay only
     assert torch.allclose(grid.opacity, before * 0.95)
+
+
+def test_rays_that_meet_nothing_give_no_samples():
+    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=16)
+    origins, directions = axis_rays(n=4)
+    grid.occupied.zero_()
+    grid._update_bounds()  # empty grid: empty bounds
+    rays, starts, ends = grid.sample(origins, directions, 0.05, lambda p: torch.ones(len(p)))
+    assert len(rays) == len(starts) == len(ends) == 0
+    grid.occupied.fill_(True)
+    grid._update_bounds()
+    away = grid.sample(origins, -directions, 0.05)[0]  # rays pointing away from the box
+    assert len(away) == 0
+
+
+def test_sample_rejects_bad_settings():
+    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=4)
+    origins, directions = axis_rays(n=2)
+    for kwargs in ({"step_size": 0.0}, {"step_size": 0.1, "window": 0}, {"step_size": 0.1, "early_stop_eps": 0.0},
+                   {"step_size": 0.1, "alpha_threshold": 1.0}):
+        with pytest.raises(ValueError):
+            grid.sample(origins, directions, **kwargs)

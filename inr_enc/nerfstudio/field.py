@@ -4,8 +4,11 @@ density, geometry features = network(encoding(x)), x the sample position scaled 
 colour = color_network(direction_encoding(d), geometry features), d the unit view direction mapped to [0, 1]^3
 (tcnn's convention for SphericalHarmonics). Density is trunc_exp of the first output (exp with its gradient
 clamped, as nerfstudio and Instant-NGP do) and zero outside the scene box; colour has a sigmoid.
-A Hybrid encoding (Hyb-NeRF) gets each sample's frustum Gaussian (nerfstudio's ``Frustums.get_gaussian``) in
-[0, 1] units, so its Fourier levels are cone traced.
+A Hybrid encoding (Hyb-NeRF) gets each sample's frustum Gaussian (nerfstudio's ``Frustums.get_gaussian_blob``,
+cone radius sqrt(pixel_area / pi)) in [0, 1] units, so its Fourier levels are cone traced. ``density_fn`` (what
+the occupancy grid and the sampler's skipping read) takes points, so there a Hybrid is read without a footprint;
+the rendered densities are cone traced. A Hybrid wrapped in another encoder (Progressive, Composite) is read at
+points.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ class EncodedRadianceField(Field):
         super().__init__()
         self.register_buffer("aabb", torch.as_tensor(aabb, dtype=torch.float32).reshape(2, 3).clone())
         self.position_encoder = build_encoder(encoding, 3, backend)
-        self.density_network = build_network(1 + geo_feat_dim, network, self.position_encoder)
+        # raw outputs: density goes through trunc_exp (a named config's Sigmoid would keep it >= 1 everywhere)
+        self.density_network = build_network(1 + geo_feat_dim, {**network, "output_activation": "None"},
+                                             self.position_encoder)
         self.direction_encoder = build_encoder(direction_encoding, 3, backend)
         color = {**color_network, "output_activation": "Sigmoid"}
         self.color_network = MLP(self.direction_encoder.n_output_dims + geo_feat_dim, 3, color)

@@ -40,10 +40,14 @@ SPHERICAL_HARMONICS = {"otype": "SphericalHarmonics", "degree": 4}
 COLOR_NETWORK = {"otype": "FullyFusedMLP", "activation": "ReLU", "n_neurons": 64, "n_hidden_layers": 2}
 
 
+FIELD_CONFIG_KEYS = ("encoding", "network", "training", "seed")  # an inr-fit config; training and seed are unused
+
+
 def resolve_encoding_config(text: str) -> dict[str, Any]:
     """``--pipeline.model.encoding-config``: JSON text, a .json/.yaml file or an inr_enc config name -> config.
 
-    The result is an encoding config, or a field config with "encoding" (and optionally "network") keys."""
+    The result is an encoding config, or a field config with "encoding" (and optionally "network") keys; an
+    inr-fit config's "training" and "seed" are accepted and unused."""
     if text.lstrip().startswith("{"):
         try:
             config = json.loads(text)
@@ -54,6 +58,9 @@ def resolve_encoding_config(text: str) -> dict[str, Any]:
     if not isinstance(config, dict) or not ("otype" in config or "encoding" in config):
         raise ValueError("encoding_config: expected an encoding config (with 'otype') or a field config "
                          "(with 'encoding')")
+    unknown = sorted(set(config) - set(FIELD_CONFIG_KEYS)) if "encoding" in config else []
+    if unknown:
+        raise ValueError(f"encoding_config: unknown field config keys {unknown}; expected {list(FIELD_CONFIG_KEYS)}")
     return config
 
 
@@ -77,22 +84,38 @@ class InrNerfModelConfig(ModelConfig):
     color_network: Dict[str, Any] = field(default_factory=lambda: dict(COLOR_NETWORK))
     """Colour network: direction features + geometry features -> RGB (sigmoid)."""
     geo_feat_dim: int = 15
+    """Geometry features passed from the density network to the colour network."""
     backend: Literal["auto", "torch", "cpp", "triton", "tcnn"] = "auto"
-    """Encoder backend: "auto" is tcnn on CUDA when installed, else inr_enc's own kernels."""
+    """Encoder backend: "auto" is tcnn on CUDA when installed, else inr_enc's own kernels (networks run in torch)."""
     grid_resolution: int = 128
+    """Occupancy grid cells per axis over the scene box (Instant-NGP: 128)."""
     grid_update_every: int = 16
+    """Training steps between occupancy grid updates (Instant-NGP: 16)."""
     grid_warmup_steps: int = 256
+    """Steps during which an update reads every cell (Instant-NGP: 256)."""
     occupancy_threshold: float = 0.01
+    """A cell is occupied while its opacity exceeds min(this, the mean over cells) (nerfacc: 0.01)."""
     render_step_size: Optional[float] = None
-    """Marching step in world units; default: the scene box diagonal / 512."""
+    """Marching step in world units; default: the scene box diagonal / 512 (nerfstudio's instant-ngp: / 1000)."""
     early_stop_eps: float = 1e-4
     """Samples behind this transmittance are skipped."""
     render_alpha_threshold: float = 0.01
     """When rendering (not training), samples with a smaller opacity are skipped."""
     background_color: Literal["white", "black"] = "white"
+    """Composited behind every ray; RGBA ground truth is composited over it too."""
     eval_num_rays_per_chunk: int = 8192
+    """Rays per forward pass when rendering whole images."""
 
     def __post_init__(self) -> None:
+        checks = {"grid_resolution >= 1": self.grid_resolution >= 1, "grid_update_every >= 1": self.grid_update_every >= 1,
+                  "grid_warmup_steps >= 0": self.grid_warmup_steps >= 0, "geo_feat_dim >= 0": self.geo_feat_dim >= 0,
+                  "occupancy_threshold >= 0": self.occupancy_threshold >= 0,
+                  "render_step_size > 0": self.render_step_size is None or self.render_step_size > 0,
+                  "0 < early_stop_eps < 1": 0 < self.early_stop_eps < 1,
+                  "0 <= render_alpha_threshold < 1": 0 <= self.render_alpha_threshold < 1}
+        failed = [rule for rule, ok in checks.items() if not ok]
+        if failed:
+            raise ValueError(f"InrNerfModelConfig: need {', '.join(failed)}")
         if self.encoding_config is not None:
             config = resolve_encoding_config(self.encoding_config)
             self.encoding = dict(config.get("encoding", config))
@@ -114,7 +137,8 @@ class InrNerfModel(Model):
                                           cfg.geo_feat_dim, cfg.backend)
         self.occupancy = OccupancyGrid(aabb, cfg.grid_resolution, cfg.occupancy_threshold,
                                        warmup_steps=cfg.grid_warmup_steps)
-        self.step_size = cfg.render_step_size or float((aabb[1] - aabb[0]).norm()) / 512
+        diagonal = float((aabb[1] - aabb[0]).norm())
+        self.step_size = cfg.render_step_size if cfg.render_step_size is not None else diagonal / 512
         self.register_buffer("background", torch.full((3,), 1.0 if cfg.background_color == "white" else 0.0))
         self.extra_metrics = {"lpips": lpips_if_weights_on_disk()}  # a plain dict: not part of the state dict
 
@@ -165,6 +189,10 @@ class InrNerfModel(Model):
             "depth": depth / opacity.clamp_min(1e-10),
             "num_samples_per_ray": torch.bincount(ray_indices, minlength=n)[:, None].float(),
         }
+
+    def get_rgba_image(self, outputs: Dict[str, torch.Tensor], output_name: str = "rgb") -> torch.Tensor:
+        """[..., 3] colour and accumulation -> [..., 4] RGBA (ns-render's "rgba" output, exporters)."""
+        return torch.cat([outputs[output_name], outputs[output_name.replace("rgb", "accumulation")]], dim=-1)
 
     def _target_image(self, image: torch.Tensor) -> torch.Tensor:
         """Ground truth [..., 3 | 4] on the model's device, RGBA composited over the background."""

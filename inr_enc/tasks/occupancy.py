@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .volume_rendering import optical_depth_before
+from .volume_rendering import optical_depth_before, wide_dtype
 
 CHUNK = 1 << 18  # points per density evaluation during an update
 COARSE = 8  # fine cells per coarse cell along each axis (the coarse pass that skips empty space)
@@ -112,15 +112,18 @@ class OccupancyGrid(nn.Module):
                       far: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Each ray's [near, far] shrunk to where it can meet an occupied fine cell (empty where it cannot).
 
-        The ray is sampled every h = half the smallest coarse-cell side. A point in an occupied fine cell has a
-        coarse sample within h / 2 of it, which lies in a marked coarse cell (the marks are dilated by one
-        coarse cell), so the range from the first marked sample - h to the last + h holds every such point.
+        The ray is sampled every h = half a coarse cell's smallest full side (in t: h / |d|). A point in an
+        occupied fine cell has a coarse sample within h / 2 of it, which lies in a marked coarse cell (the marks
+        are dilated by one coarse cell), so the range from the first marked sample - h to the last + h holds
+        every such point.
         """
         lo, hi = self.aabb[0], self.aabb[1]
         n_coarse = math.ceil(self.resolution / COARSE)
-        h = float(((hi - lo) / self.resolution * COARSE).min()) / 2
-        n_steps = int(torch.ceil((far - near) / h + 0.5).clamp_min(0).max())
-        t = near[:, None] + (torch.arange(n_steps, device=near.device) + 0.5) * h  # [N, K]
+        h = float(((hi - lo) / self.resolution * COARSE).min()) / 2 / directions.norm(dim=-1)  # [N], in t
+        n_steps = int(torch.ceil((far - near) / h + 0.5).clamp_min(0).max()) if len(near) else 0
+        if n_steps == 0:  # no ray meets the occupied box
+            return near, near.clone()
+        t = near[:, None] + (torch.arange(n_steps, device=near.device) + 0.5) * h[:, None]  # [N, K]
         points = origins[:, None] + t[..., None] * directions[:, None]
         ijk = torch.floor((points - lo) / (hi - lo) * self.resolution).long().div(COARSE, rounding_mode="floor")
         ijk = ijk.clamp(0, n_coarse - 1)  # a point just outside maps to the boundary cell, a neighbour of its own
@@ -153,7 +156,7 @@ class OccupancyGrid(nn.Module):
                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Samples every ``step_size`` along each ray through the occupied bounding box, in occupied cells.
 
-        origins, directions: [N, 3] (unit directions make t metric) -> packed (ray_indices [M] int64, sorted, each
+        origins, directions: [N, 3] (unit directions make t metric; none may be zero) -> packed (ray_indices [M] int64, sorted, each
         ray's samples in order of t; t_starts [M]; t_ends [M]): intervals of length step_size centred on the
         points near + (k + offset) step_size, near where the ray enters the occupied box; ``jitter``: offset
         uniform in [0, 1) per ray (training), else 0.5. A coarse pass first skips stretches that cannot meet an
@@ -164,6 +167,12 @@ class OccupancyGrid(nn.Module):
         """
         if step_size <= 0 or not math.isfinite(step_size):
             raise ValueError(f"sample: step_size must be a positive number, got {step_size}")
+        if not 0 < early_stop_eps < 1 or not 0 <= alpha_threshold < 1 or window < 1:
+            raise ValueError(f"sample: need 0 < early_stop_eps < 1, 0 <= alpha_threshold < 1, window >= 1; got "
+                             f"{early_stop_eps}, {alpha_threshold}, {window}")
+        if origins.shape != directions.shape or origins.dim() != 2 or origins.shape[-1] != 3:
+            raise ValueError(f"sample: origins and directions must both be [N, 3], got {list(origins.shape)} and "
+                             f"{list(directions.shape)}")
         n, device = len(origins), origins.device
         near, far = ray_box_intersection(origins, directions, self.bounds)
         if jitter:
@@ -174,14 +183,14 @@ class OccupancyGrid(nn.Module):
         first_steps = torch.floor((start - near) / step_size).clamp_min(0).long()  # keeps the points of near's grid
         alive = (end > start).nonzero().squeeze(1)  # rays still marching, ascending
         max_depth = -math.log(early_stop_eps) if density_fn is not None else math.inf
-        depth = torch.zeros(n, dtype=torch.float64, device=device)  # optical depth so far, per ray
+        depth = torch.zeros(n, dtype=wide_dtype(device), device=device)  # optical depth so far, per ray
         found_rays, found_t = [], []
         while len(alive):
             rows, t = self._window(origins[alive], directions[alive], near[alive], end[alive], offset[alive],
                                    first_steps[alive], window, step_size)
             rays = alive[rows]
             if density_fn is not None:
-                tau = density_fn(origins[rays] + t[:, None] * directions[rays]).reshape(-1).double() * step_size
+                tau = density_fn(origins[rays] + t[:, None] * directions[rays]).reshape(-1).to(depth.dtype) * step_size
                 before = depth[rays] + optical_depth_before(tau, rays, n)
                 keep = (before < max_depth) & (1 - torch.exp(-tau) > alpha_threshold)
                 rays, t = rays[keep], t[keep]

@@ -8,6 +8,11 @@ from __future__ import annotations
 import torch
 
 
+def wide_dtype(device: torch.device) -> torch.dtype:
+    """float64 for running sums, except on MPS, which has no float64."""
+    return torch.float32 if torch.device(device).type == "mps" else torch.float64
+
+
 def _check_packed(ray_indices: torch.Tensor, n_rays: int) -> None:
     if ray_indices.dim() != 1 or ray_indices.dtype != torch.int64:
         raise ValueError(f"ray_indices must be a 1D int64 tensor, got shape {list(ray_indices.shape)}, {ray_indices.dtype}")
@@ -18,9 +23,10 @@ def _check_packed(ray_indices: torch.Tensor, n_rays: int) -> None:
 
 def optical_depth_before(tau: torch.Tensor, ray_indices: torch.Tensor, n_rays: int) -> torch.Tensor:
     """Per-ray exclusive sums: tau [M] (sigma * delta, >= 0), ray_indices [M] sorted -> [M], sum of tau over the
-    same ray's earlier samples. Summed in float64 over the whole list, so long lists lose no precision."""
+    same ray's earlier samples. Summed in float64 (float32 on MPS) over the whole list, so long lists lose no
+    precision."""
     _check_packed(ray_indices, n_rays)
-    wide = tau.double()
+    wide = tau.to(wide_dtype(tau.device))
     inclusive = torch.cumsum(wide, 0)
     exclusive = inclusive - wide
     counts = torch.bincount(ray_indices, minlength=n_rays)
