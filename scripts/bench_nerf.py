@@ -162,6 +162,9 @@ def build_config(args: argparse.Namespace, extra: list[str]) -> Any:
             print(captured.getvalue())
             raise
         fail(f"ns-train rejected {shlex.join(cli)}: {tyro_reason(captured.getvalue())}")
+    if args.rays_per_batch is not None and hasattr(config.pipeline, "target_num_samples"):
+        fail(f"{args.method} sizes its batches by samples (DynamicBatchPipeline): pass "
+             "-- --pipeline.target-num-samples N instead of --rays-per-batch")
     config.experiment_name = config.experiment_name or args.data.resolve().name  # not "unnamed"
     stamp, attempt = datetime.now().strftime("%Y-%m-%d_%H%M%S"), 1
     config.timestamp = stamp

@@ -52,10 +52,11 @@ def main() -> None:
     optimizers = Optimizers(config.optimizers, pipeline.get_param_groups())
     callbacks = pipeline.get_training_callbacks(TrainingCallbackAttributes(optimizers, None, pipeline, None))
     timings: dict[str, float] = defaultdict(float)
-    samples = 0
+    samples = rays = 0
 
     def step(i: int, timed: bool) -> None:
-        nonlocal samples
+        nonlocal samples, rays
+        batch_rays = pipeline.datamanager.train_pixel_sampler.num_rays_per_batch  # this step's (dynamic batches)
         marks = [time.perf_counter()]
         for callback in callbacks:
             callback.run_callback_at_location(i, TrainingCallbackLocation.BEFORE_TRAIN_ITERATION)
@@ -72,6 +73,7 @@ def main() -> None:
             for name, t0, t1 in zip(("callbacks", "forward", "backward", "optimizer"), marks, marks[1:]):
                 timings[name] += t1 - t0
             samples += int(metrics["num_samples_per_batch"])
+            rays += batch_rays
 
     start = time.perf_counter()
     for i in range(args.steps):
@@ -80,8 +82,7 @@ def main() -> None:
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for i in range(args.steps, args.steps + args.profile_steps):
             step(i, True)
-    rays = pipeline.datamanager.train_pixel_sampler.num_rays_per_batch
-    print(f"{args.method}: {args.steps} steps in {trained:.1f} s; then per step ({rays} rays, "
+    print(f"{args.method}: {args.steps} steps in {trained:.1f} s; then per step ({rays / args.profile_steps:.0f} rays, "
           f"{samples / args.profile_steps:.0f} field samples):")
     for name, seconds in {**timings, **stage_seconds(prof)}.items():
         print(f"  {name:22s} {1000 * seconds / args.profile_steps:8.1f} ms")

@@ -164,3 +164,17 @@ def test_sample_rejects_bad_settings():
                    {"step_size": 0.1, "alpha_threshold": 1.0}):
         with pytest.raises(ValueError):
             grid.sample(origins, directions, **kwargs)
+
+
+def test_clip_limits_the_samples():
+    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=8)  # all occupied
+    origins, directions = axis_rays(n=3)  # t in [1, 3] inside the box
+    near, far = torch.tensor([1.5, 0.0, 2.0]), torch.tensor([2.0, 9.0, 1.0])
+    rays, starts, ends = grid.sample(origins, directions, 0.05, clip=(near, far))
+    mid = (starts + ends) / 2
+    for ray, (lo, hi) in enumerate(zip([1.5, 1.0, None], [2.0, 3.0, None])):
+        t = mid[rays == ray]
+        if lo is None:
+            assert len(t) == 0  # near > far: nothing
+        else:
+            assert len(t) == round((hi - lo) / 0.05) and t.min() > lo and t.max() < hi

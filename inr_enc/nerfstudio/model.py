@@ -18,6 +18,7 @@ import torch
 from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
 from nerfstudio.field_components.field_heads import FieldHeadNames
+from nerfstudio.model_components import renderers
 from nerfstudio.models.base_model import Model, ModelConfig
 from nerfstudio.utils import colormaps
 from torch import nn
@@ -71,7 +72,7 @@ class InrNerfModelConfig(ModelConfig):
 
     _target: Type = field(default_factory=lambda: InrNerfModel)
     enable_collider: bool = False
-    """Rays are clipped to the occupancy grid's occupied box instead of a collider."""
+    """Rays are clipped to the occupancy grid's occupied box, and to a collider's (or crop box's) near/far."""
     encoding: Dict[str, Any] = field(default_factory=lambda: dict(HASHGRID))
     """Position encoding (any inr_enc encoder with 3 inputs), on positions scaled from the scene box to [0, 1]^3."""
     encoding_config: Optional[str] = None
@@ -172,7 +173,7 @@ class InrNerfModel(Model):
         with record_function("inr_nerf.sample"):
             ray_indices, starts, ends = self.occupancy.sample(
                 origins, directions, self.step_size, self.field.density_fn, self.config.early_stop_eps,
-                alpha_threshold, jitter=self.training)
+                alpha_threshold, jitter=self.training, clip=self._crop(ray_bundle))
         samples = RaySamples(frustums=Frustums(
             origins=origins[ray_indices], directions=directions[ray_indices], starts=starts[:, None],
             ends=ends[:, None], pixel_area=pixel_area[ray_indices]))
@@ -183,12 +184,21 @@ class InrNerfModel(Model):
             rgb = accumulate(weights[:, None] * field_outputs[FieldHeadNames.RGB], ray_indices, n)
             opacity = accumulate(weights[:, None], ray_indices, n)
             depth = accumulate(weights[:, None] * ((starts + ends) / 2)[:, None], ray_indices, n)
+        background = renderers.BACKGROUND_COLOR_OVERRIDE  # set by the viewer around crop renders
+        background = self.background if background is None else background.to(rgb)
         return {
-            "rgb": rgb + (1 - opacity) * self.background,
+            "rgb": rgb + (1 - opacity) * background,
             "accumulation": opacity,
             "depth": depth / opacity.clamp_min(1e-10),
             "num_samples_per_ray": torch.bincount(ray_indices, minlength=n)[:, None].float(),
         }
+
+    @staticmethod
+    def _crop(ray_bundle: RayBundle) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+        """The bundle's near/far limits (set from the viewer's and ns-render's crop box), if any."""
+        if ray_bundle.nears is None or ray_bundle.fars is None:
+            return None
+        return ray_bundle.nears.reshape(-1), ray_bundle.fars.reshape(-1)
 
     def get_rgba_image(self, outputs: Dict[str, torch.Tensor], output_name: str = "rgb") -> torch.Tensor:
         """[..., 3] colour and accumulation -> [..., 4] RGBA (ns-render's "rgba" output, exporters)."""

@@ -153,7 +153,8 @@ class OccupancyGrid(nn.Module):
     def sample(self, origins: torch.Tensor, directions: torch.Tensor, step_size: float,
                density_fn: Callable[[torch.Tensor], torch.Tensor] | None = None, early_stop_eps: float = 1e-4,
                alpha_threshold: float = 0.0, jitter: bool = False, window: int = 64,
-               generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               generator: torch.Generator | None = None, clip: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Samples every ``step_size`` along each ray through the occupied bounding box, in occupied cells.
 
         origins, directions: [N, 3] (unit directions make t metric; none may be zero) -> packed (ray_indices [M] int64, sorted, each
@@ -164,6 +165,7 @@ class OccupancyGrid(nn.Module):
         ``window`` steps at a time, front to back, and a sample is kept only while the transmittance before it
         exceeds ``early_stop_eps`` and its opacity 1 - exp(-density * step) exceeds ``alpha_threshold``; a ray
         stops once its transmittance falls below early_stop_eps (Instant-NGP's early ray termination).
+        ``clip``: (near [N], far [N]) limits on t besides the occupied box (e.g. a crop box).
         """
         if step_size <= 0 or not math.isfinite(step_size):
             raise ValueError(f"sample: step_size must be a positive number, got {step_size}")
@@ -175,6 +177,8 @@ class OccupancyGrid(nn.Module):
                              f"{list(directions.shape)}")
         n, device = len(origins), origins.device
         near, far = ray_box_intersection(origins, directions, self.bounds)
+        if clip is not None:
+            near, far = torch.maximum(near, clip[0].reshape(-1)), torch.minimum(far, clip[1].reshape(-1))
         if jitter:
             offset = torch.rand(n, device=device, generator=generator)
         else:
