@@ -28,6 +28,7 @@ from torchmetrics.functional import structural_similarity_index_measure
 from ..config import load_config
 from ..encoders.progressive import set_training_step
 from ..optim import grid_tables
+from ..tasks.fitting import psnr
 from ..tasks.occupancy import OccupancyGrid
 from ..tasks.volume_rendering import accumulate, render_weights
 from .field import EncodedRadianceField
@@ -181,9 +182,9 @@ class InrNerfModel(Model):
             field_outputs = self.field(samples)
         with record_function("inr_nerf.composite"):
             weights, _ = render_weights(field_outputs[FieldHeadNames.DENSITY].reshape(-1), ends - starts, ray_indices, n)
-            rgb = accumulate(weights[:, None] * field_outputs[FieldHeadNames.RGB], ray_indices, n)
-            opacity = accumulate(weights[:, None], ray_indices, n)
-            depth = accumulate(weights[:, None] * ((starts + ends) / 2)[:, None], ray_indices, n)
+            per_sample = torch.cat([field_outputs[FieldHeadNames.RGB], torch.ones_like(starts)[:, None],
+                                    ((starts + ends) / 2)[:, None]], -1)  # colour, 1, t: one pass over the samples
+            rgb, opacity, depth = accumulate(weights[:, None] * per_sample, ray_indices, n).split([3, 1, 1], -1)
         background = renderers.BACKGROUND_COLOR_OVERRIDE  # set by the viewer around crop renders
         background = self.background if background is None else background.to(rgb)
         return {
@@ -227,9 +228,8 @@ class InrNerfModel(Model):
                                      ) -> Tuple[Dict[str, float], Dict[str, torch.Tensor]]:
         """outputs, batch: one image [H, W, C] -> metrics {psnr, ssim[, lpips]} and images {img, accumulation, depth}."""
         image, rgb = self._target_image(batch["image"]), outputs["rgb"].clamp(0, 1)
-        mse = torch.mean((rgb - image) ** 2)
         pair = (rgb.movedim(-1, 0)[None], image.movedim(-1, 0)[None])  # [1, 3, H, W]
-        metrics = {"psnr": float(-10 * torch.log10(mse)),
+        metrics = {"psnr": psnr(float(torch.mean((rgb - image) ** 2)), 1.0),
                    "ssim": float(structural_similarity_index_measure(*pair, data_range=1.0))}
         lpips = self.extra_metrics["lpips"]
         if lpips is not None:

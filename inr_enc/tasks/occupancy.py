@@ -35,6 +35,11 @@ def ray_box_intersection(origins: torch.Tensor, directions: torch.Tensor, box: t
     return near, far
 
 
+def _flat_index(ijk: torch.Tensor, resolution: int) -> torch.Tensor:
+    """[..., 3] cell coordinates in [0, resolution) -> [...] flat index, x slowest (the grids' layout)."""
+    return (ijk[..., 0] * resolution + ijk[..., 1]) * resolution + ijk[..., 2]
+
+
 class OccupancyGrid(nn.Module):
     """A ``resolution``^3 occupancy grid over ``aabb`` [2, 3] (world units), with :meth:`update` and :meth:`sample`.
 
@@ -99,14 +104,16 @@ class OccupancyGrid(nn.Module):
         cell = (hi - lo) / self.resolution
         self.bounds.copy_(torch.stack([lo + ijk.amin(0) * cell, lo + (ijk.amax(0) + 1) * cell]))
 
+    def _cell_of(self, points: torch.Tensor) -> torch.Tensor:
+        """points: [..., 3] world -> [..., 3] integer fine-cell coordinates (outside [0, resolution) off the grid)."""
+        lo, hi = self.aabb[0], self.aabb[1]
+        return torch.floor((points - lo) / (hi - lo) * self.resolution).long()
+
     def occupied_at(self, points: torch.Tensor) -> torch.Tensor:
         """points: [P, 3] world -> [P] bool, False outside the grid."""
-        lo, hi = self.aabb[0], self.aabb[1]
-        ijk = torch.floor((points - lo) / (hi - lo) * self.resolution).long()
+        ijk = self._cell_of(points)
         inside = ((ijk >= 0) & (ijk < self.resolution)).all(-1)
-        ijk = ijk.clamp(0, self.resolution - 1)
-        flat = (ijk[:, 0] * self.resolution + ijk[:, 1]) * self.resolution + ijk[:, 2]
-        return inside & self.occupied[flat]
+        return inside & self.occupied[_flat_index(ijk.clamp(0, self.resolution - 1), self.resolution)]
 
     def _coarse_range(self, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor,
                       far: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -125,9 +132,9 @@ class OccupancyGrid(nn.Module):
             return near, near.clone()
         t = near[:, None] + (torch.arange(n_steps, device=near.device) + 0.5) * h[:, None]  # [N, K]
         points = origins[:, None] + t[..., None] * directions[:, None]
-        ijk = torch.floor((points - lo) / (hi - lo) * self.resolution).long().div(COARSE, rounding_mode="floor")
+        ijk = self._cell_of(points).div(COARSE, rounding_mode="floor")
         ijk = ijk.clamp(0, n_coarse - 1)  # a point just outside maps to the boundary cell, a neighbour of its own
-        marked = self.coarse_occupied[(ijk[..., 0] * n_coarse + ijk[..., 1]) * n_coarse + ijk[..., 2]]
+        marked = self.coarse_occupied[_flat_index(ijk, n_coarse)]
         marked &= t < (far + h / 2)[:, None]
         hit = marked.any(1)
         first = marked.int().argmax(1)
