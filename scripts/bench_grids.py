@@ -37,10 +37,10 @@ from bench_limits import ceilings
 from inr_enc import build_encoder
 from inr_enc.field import Field, build_field
 from inr_enc.io import write_text_atomically
-from inr_enc.kernels import cpu_grid
-from inr_enc.kernels.cpu_grid import cpu_extension
+from inr_enc.ops.grid import cpu_kernel
+from inr_enc.ops.grid.cpu_kernel import cpu_extension
 from inr_enc.optim import GridAdam, enable_sparse_gradients
-from inr_enc.tasks.fitting import _loss
+from inr_enc.fitting.loop import _loss
 
 HASHGRID_2D = {**HASHGRID_3D, "log2_hashmap_size": 15, "per_level_scale": 1.5}
 GRIDS = {"2D": ("HashGrid 2D (L=16, F=2, T=2^15, scale 1.5)", HASHGRID_2D, 2),
@@ -51,7 +51,7 @@ NETWORK = {"otype": "FullyFusedMLP", "n_neurons": 64, "n_hidden_layers": 2, "act
            "output_activation": "None"}
 ADAM = {"lr": 1e-2, "betas": (0.9, 0.99), "eps": 1e-15}  # configs/hashgrid.yaml
 TARGET = 1e6  # samples/s of a training step
-DEFAULT_SPARSE_RULE = cpu_grid.SPARSE_BELOW_READS_PER_ROW
+DEFAULT_SPARSE_RULE = cpu_kernel.SPARSE_BELOW_READS_PER_ROW
 
 
 def pow2(n: int) -> str:
@@ -68,7 +68,7 @@ def make_encoder(path: str, grid: str) -> torch.nn.Module | None:
     encoder = build_encoder(config, n_dims, backend="torch" if path == "torch" else "cpp")
     # cpp-sparse: sparse table gradients at any batch size (the library's rule turns them on below one lookup
     # per table row only); this path measures what they cost where the default gives dense ones
-    cpu_grid.SPARSE_BELOW_READS_PER_ROW = float("inf") if path == "cpp-sparse" else DEFAULT_SPARSE_RULE
+    cpu_kernel.SPARSE_BELOW_READS_PER_ROW = float("inf") if path == "cpp-sparse" else DEFAULT_SPARSE_RULE
     if path == "cpp-sparse":
         enable_sparse_gradients(encoder)
     return encoder
@@ -118,7 +118,7 @@ def training_step(default: bool, batch: int, repeats: int) -> dict[str, float]:
     """Seconds per phase (medians) and samples/s of a training step of HashGrid 2D + the 64x2 ReLU MLP:
     ``default`` inr_enc's defaults (C++ kernel, lazy GridAdam), else the torch path with torch.optim.Adam."""
     config = {"encoding": HASHGRID_2D, "network": NETWORK}
-    cpu_grid.SPARSE_BELOW_READS_PER_ROW = DEFAULT_SPARSE_RULE  # the library's own rule
+    cpu_kernel.SPARSE_BELOW_READS_PER_ROW = DEFAULT_SPARSE_RULE  # the library's own rule
     if default:
         model = build_field(2, 3, config)
         optimizer: torch.optim.Optimizer = GridAdam.for_model(model, lazy=True, **ADAM)

@@ -26,11 +26,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inr_enc import build_encoder
-from inr_enc.backends import tinycudann
+from inr_enc.encoders.tcnn import tinycudann
 from inr_enc.encoders.grid import Grid
-from inr_enc.encoders.grid_functional import torch_grid_encoding
-from inr_enc.encoders.tcnn_backend import tcnn_unavailable_reason
-from inr_enc.kernels.triton_grid import triton_grid_encoding, triton_unavailable_reason
+from inr_enc.ops.grid import torch_grid_encoding
+from inr_enc.encoders.tcnn import tcnn_unavailable_reason
+from inr_enc.ops.grid.triton_kernel import triton_grid_encoding, triton_unavailable_reason
 
 HASHGRID = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 19,
             "base_resolution": 16, "per_level_scale": 2.0}

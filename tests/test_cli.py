@@ -13,9 +13,9 @@ import torch
 import yaml
 
 from inr_enc.cli import main as inr_fit
-from inr_enc.tasks.fitting import Fitter
-from inr_enc.tasks.png16 import read_png16, write_png16
-from inr_enc.tasks.signals import read_image, read_wav, write_wav
+from inr_enc.fitting.loop import Fitter
+from inr_enc.fitting.png16 import read_png16, write_png16
+from inr_enc.fitting.signals import read_image, read_wav, write_wav
 
 TINY = {
     "encoding": {"otype": "Frequency", "n_frequencies": 3},

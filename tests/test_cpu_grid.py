@@ -1,14 +1,16 @@
-"""The fused CPU grid kernel (inr_enc/kernels) against the PyTorch path, which tests/test_grid.py checks
+"""The fused CPU grid kernel (inr_enc/ops/grid/cpu_kernel.py) against the PyTorch path, which tests/test_grid.py checks
 against slow loops and tcnn's formulas."""
 
 import pytest
 import torch
 
 from inr_enc.encoders import build_encoder
-from inr_enc.encoders.grid_functional import grid_encoding, torch_grid_encoding
-from inr_enc.kernels import cpu_grid, pick_grid_kernel
+from inr_enc.ops.grid import grid_encoding, torch_grid_encoding
+from inr_enc.encoders.backends import choose_backend
+from inr_enc.ops import cpp_extension
+from inr_enc.ops.grid import cpu_kernel, kernel_unavailable_reason
 
-pytestmark = pytest.mark.skipif(cpu_grid.cpu_extension() is None, reason="the C++ extension does not build here")
+pytestmark = pytest.mark.skipif(cpu_kernel.cpu_extension() is None, reason="the C++ extension does not build here")
 
 CASES = [  # (dims, grid config)
     (1, {"type": "Hash", "n_levels": 5, "log2_hashmap_size": 6, "base_resolution": 4, "per_level_scale": 2.0}),
@@ -106,12 +108,13 @@ def test_backward_keeps_no_index_tensor():
 def test_auto_picks_the_kernel_on_cpu_and_encoders_use_it():
     d, config = CASES[1]
     x = _inputs(20, d, torch.float32)
-    assert pick_grid_kernel("auto", x, torch.zeros(8), 2) == "cpp"
-    assert pick_grid_kernel("auto", x.half(), torch.zeros(8), 2) == "torch"  # float16: the torch path
     fused = build_encoder({"otype": "HashGrid", "n_levels": 4}, d)
     plain = build_encoder({"otype": "HashGrid", "n_levels": 4}, d, backend="torch")
+    assert choose_backend(fused, x).backend == "cpp"
+    assert choose_backend(fused, x.half()).backend == "torch"  # float16: the torch path
     plain.load_state_dict(fused.state_dict())
     torch.testing.assert_close(fused(x), plain(x), atol=1e-6, rtol=1e-5)
+    assert fused.last_backend.backend == "cpp" and plain.last_backend.backend == "torch"
 
 
 def test_failed_build_falls_back_with_one_line(monkeypatch, capsys):
@@ -119,19 +122,20 @@ def test_failed_build_falls_back_with_one_line(monkeypatch, capsys):
         raise RuntimeError("Error building extension 'inr_enc_grid_cpu'\nc++: command not found")
 
     monkeypatch.setattr("torch.utils.cpp_extension.load", broken_load)
-    cpu_grid.cpu_extension.cache_clear()
+    cpp_extension.build_extension.cache_clear()
     try:
         x = _inputs(20, 2, torch.float32)
-        assert pick_grid_kernel("auto", x, torch.zeros(8), 2) == "torch"
+        assert kernel_unavailable_reason("cpp", x) == "the fused CPU kernel did not build here"
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "PyTorch path" in err and "Traceback" not in err
-        with pytest.raises(ValueError, match="grid kernel 'cpp' unavailable"):
-            pick_grid_kernel("cpp", x, torch.zeros(8), 2)
         d, config = CASES[1]
+        with pytest.raises(ValueError, match="backend 'cpp' unavailable: the fused CPU kernel did not build here"):
+            build_encoder({"otype": "HashGrid", "n_levels": 4}, d, backend="cpp")(x)
         enc = _grid(d, config)  # the encoder still works, on the torch path
         torch.testing.assert_close(enc(x), torch_grid_encoding(x, enc.params, enc.levels, 2, "Linear"))
+        assert enc.last_backend.backend == "torch" and "did not build" in enc.last_backend.reason
     finally:
-        cpu_grid.cpu_extension.cache_clear()
+        cpp_extension.build_extension.cache_clear()
 
 
 def test_results_do_not_depend_on_the_thread_count():
@@ -164,7 +168,7 @@ def test_output_takes_in_place_operations():
 @pytest.mark.parametrize("d, interpolation, f", [(1, "Linear", 1), (2, "Smoothstep", 4), (3, "Nearest", 2),
                                                  (7, "Linear", 8)])
 def test_sparse_gradient_is_exact(d, interpolation, f, monkeypatch):
-    monkeypatch.setattr(cpu_grid, "SPARSE_BELOW_READS_PER_ROW", float("inf"))  # sparse even where dense is cheaper
+    monkeypatch.setattr(cpu_kernel, "SPARSE_BELOW_READS_PER_ROW", float("inf"))  # sparse even where dense is cheaper
     enc = _grid(d, {"type": "Hash", "n_levels": 3, "log2_hashmap_size": 14, "base_resolution": 2,
                     "per_level_scale": 2.0}, f, interpolation, torch.float64)
     x = _inputs(20, d, torch.float64)

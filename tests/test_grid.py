@@ -8,7 +8,7 @@ import torch
 
 import reference
 from inr_enc import build_encoder
-from inr_enc.encoders.grid_layout import grid_levels
+from inr_enc.ops.grid.layout import grid_levels
 
 
 def _with_random_table(encoder, seed=0):

@@ -1,4 +1,4 @@
-"""The Triton grid kernel (inr_enc/kernels/triton_grid.py) against the PyTorch path, on CPU under Triton's
+"""The Triton grid kernel (inr_enc/ops/grid/triton_kernel.py) against the PyTorch path, on CPU under Triton's
 interpreter. triton 3.9 reads TRITON_INTERPRET when a function is jit-decorated (its own @jit helpers such as
 tl.zeros when triton is imported, so the kernel uses none); the kernel module decorates its kernel at the first
 launch in each mode, so setting the variable per test (monkeypatch, restored afterwards) is enough, whenever
@@ -10,8 +10,8 @@ import torch
 pytest.importorskip("triton")
 
 from inr_enc import build_encoder
-from inr_enc.encoders.grid_functional import torch_grid_encoding
-from inr_enc.kernels.triton_grid import triton_grid_encoding, triton_unavailable_reason
+from inr_enc.ops.grid import torch_grid_encoding
+from inr_enc.ops.grid.triton_kernel import triton_grid_encoding, triton_unavailable_reason
 
 
 @pytest.fixture(autouse=True)

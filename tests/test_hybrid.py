@@ -13,7 +13,8 @@ from torch.func import functional_call
 
 import reference
 from inr_enc.encoders.grid import DenseGrid, HashGrid
-from inr_enc.encoders.hybrid import Hybrid, frustum_gaussian
+from inr_enc.encoders.hybrid import Hybrid
+from inr_enc.nerf.frustum import frustum_gaussian
 
 GRID_KEYS = ("n_levels", "n_features_per_level", "log2_hashmap_size", "base_resolution", "per_level_scale")
 

@@ -18,7 +18,8 @@ import tyro  # noqa: E402
 from nerfstudio.cameras.rays import Frustums, RaySamples  # noqa: E402
 from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 
-from inr_enc.encoders.hybrid import frustum_gaussian  # noqa: E402
+from inr_enc import build_encoder  # noqa: E402
+from inr_enc.nerf.frustum import frustum_gaussian  # noqa: E402
 from inr_enc.nerfstudio.methods import hyb_nerf, inr_fourier, inr_hashgrid  # noqa: E402
 from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
 
@@ -81,13 +82,15 @@ def test_encoder_keys_and_whole_configs_from_the_command_line(tmp_path):
     assert config.encoding["otype"] == "HashGrid"
     text = '{"otype": "RandomFourier", "n_features": 64, "sigma": 4.0}'
     config = tyro.cli(InrNerfModelConfig, args=["--encoding-config", text])
-    assert config.encoding == {"otype": "RandomFourier", "n_features": 64, "sigma": 4.0}
-    assert config.encoding_config is None  # resolved, so the saved config.yml holds the dict itself
+    # resolved by the run-config schema (defaults filled in), so the saved config.yml holds the whole dict
+    assert config.encoding == {"otype": "RandomFourier", "n_features": 64, "sigma": 4.0, "seed": 1337}
+    assert config.encoding_config is None
     path = tmp_path / "field.json"
     path.write_text(json.dumps({"encoding": {"otype": "DenseGrid", "n_levels": 2},
                                 "network": {"otype": "MLP", "n_neurons": 32, "n_hidden_layers": 1}}))
     config = tyro.cli(InrNerfModelConfig, args=["--encoding-config", str(path)])
-    assert config.encoding == {"otype": "DenseGrid", "n_levels": 2} and config.network["n_neurons"] == 32
+    assert config.encoding == build_encoder({"otype": "DenseGrid", "n_levels": 2}, 3).config
+    assert config.network["n_neurons"] == 32
     model = config.setup(scene_box=SceneBox(aabb=torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1)
     assert type(model.field.position_encoder).__name__ == "DenseGrid"
     with pytest.raises(ValueError, match="encoding_config"):

@@ -1,10 +1,10 @@
-"""GridAdam (inr_enc/optim.py) against independent references: torch.optim.Adam where every element has a
+"""GridAdam (inr_enc/optim) against independent references: torch.optim.Adam where every element has a
 nonzero gradient at every step, a per-element float64 Python loop of tiny-cuda-nn's lazy Adam otherwise
 (elements with an exactly zero gradient keep value, moments and step count; each element's bias correction
 uses its own step count), and the PyTorch grid path's dense table gradient for the fused kernel's sparse one.
 
-Both lazy-update paths are tested: the fused CPU kernel (kernels/cpu_grid.lazy_adam_step, for contiguous CPU
-parameters) and the torch fallback (optim._lazy_update_torch, reached by making cpu_extension() return None);
+Both lazy-update paths are tested: the C++ kernel (optim/lazy_adam.cpp, for CPU parameters) and the torch
+fallback (optim.lazy_adam._lazy_update_torch, reached by making lazy_adam_extension() return None);
 a spy asserts which one ran.
 """
 
@@ -14,13 +14,12 @@ import math
 import pytest
 import torch
 
-from inr_enc import optim
-from inr_enc.encoders.grid_functional import grid_corners
+from inr_enc.ops.grid.reference import grid_corners
 from inr_enc.field import Field, build_field
-from inr_enc.kernels import cpu_grid
-from inr_enc.optim import GridAdam
+from inr_enc.ops.grid import cpu_kernel
+from inr_enc.optim import GridAdam, lazy_adam
 
-HAS_EXTENSION = cpu_grid.cpu_extension() is not None
+HAS_EXTENSION = lazy_adam.lazy_adam_extension() is not None and cpu_kernel.cpu_extension() is not None
 LR, BETAS, EPS = 0.05, (0.9, 0.99), 1e-6
 # per dtype: tolerance of a GridAdam run against torch.optim.Adam / the float64 reference loop
 TOL = {torch.float32: {"rtol": 2e-6, "atol": 1e-6}, torch.float64: {"rtol": 1e-12, "atol": 1e-14}}
@@ -42,21 +41,20 @@ def lazy_path(request, monkeypatch):
     path = request.param
     if path == "kernel" and not HAS_EXTENSION:
         pytest.skip("the fused CPU extension does not build here")
-    if path == "torch":
-        monkeypatch.setattr(cpu_grid, "cpu_extension", lambda: None)
     calls = {"kernel": 0, "torch": 0}
-    real_kernel, real_torch = cpu_grid.lazy_adam_step, optim._lazy_update_torch
+    real_extension, real_torch = lazy_adam.lazy_adam_extension(), lazy_adam._lazy_update_torch
 
-    def spy_kernel(*args):
-        calls["kernel"] += 1
-        return real_kernel(*args)
+    class CountingKernel:
+        def lazy_adam(self, *args):
+            calls["kernel"] += 1
+            return real_extension.lazy_adam(*args)
 
     def spy_torch(*args):
         calls["torch"] += 1
         return real_torch(*args)
 
-    monkeypatch.setattr(cpu_grid, "lazy_adam_step", spy_kernel)
-    monkeypatch.setattr(optim, "_lazy_update_torch", spy_torch)
+    monkeypatch.setattr(lazy_adam, "lazy_adam_extension", CountingKernel if path == "kernel" else lambda: None)
+    monkeypatch.setattr(lazy_adam, "_lazy_update_torch", spy_torch)
     return path, calls
 
 
@@ -256,7 +254,7 @@ def _touched_rows(field, x):
 
 
 def test_for_model_groups_and_sparse_table_gradient(monkeypatch):
-    monkeypatch.setattr(cpu_grid, "SPARSE_BELOW_READS_PER_ROW", 1.0)  # the small batches below: sparse
+    monkeypatch.setattr(cpu_kernel, "SPARSE_BELOW_READS_PER_ROW", 1.0)  # the small batches below: sparse
     torch.manual_seed(4)
     field = small_field()
     twin = torch_twin(field)
@@ -333,7 +331,7 @@ def _fit(field, batches, lr=1e-2):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_fit_steps_cpu_kernel_match_torch_backend(dtype, monkeypatch):
-    monkeypatch.setattr(cpu_grid, "SPARSE_BELOW_READS_PER_ROW", 1.0)  # small batches sparse, large ones dense
+    monkeypatch.setattr(cpu_kernel, "SPARSE_BELOW_READS_PER_ROW", 1.0)  # small batches sparse, large ones dense
     gen = torch.Generator().manual_seed(6)
     field = small_field(dtype=dtype)
     twin = torch_twin(field)
@@ -381,7 +379,7 @@ def test_uncoalesced_sparse_gradient_is_summed(path, monkeypatch):
     if path == "kernel" and not HAS_EXTENSION:
         pytest.skip("the fused CPU extension does not build here")
     if path == "torch":
-        monkeypatch.setattr(cpu_grid, "cpu_extension", lambda: None)
+        monkeypatch.setattr(lazy_adam, "lazy_adam_extension", lambda: None)
     param, ref_param = torch.nn.Parameter(torch.zeros(5)), torch.nn.Parameter(torch.zeros(5))
     grad = torch.sparse_coo_tensor(torch.tensor([[1, 3, 1]]), torch.tensor([1.0, 2.0, 1.0]), (5,),
                                    check_invariants=True)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from inr_enc import build_encoder
-from inr_enc.encoders.progressive import band_weights, schedule_alpha
+from inr_enc.ops.schedules import band_weights, schedule_alpha
 
 
 def barf_weight(alpha_barf: float, k: int) -> float:

@@ -1,4 +1,4 @@
-"""ShiftedBasis and SeparableField (Zheng et al., ECCV 2022) against independent references: each basis
+"""ShiftedBasis and the Separable network (Zheng et al., ECCV 2022) against independent references: each basis
 written out in a Python float64 loop with its normaliser taken on a dense numpy grid, explicit Kronecker
 products, numpy's dense least squares, and a long gradient-descent fit."""
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from inr_enc.encoders.shifted_basis import ShiftedBasis
-from inr_enc.separable import SeparableField
+from inr_enc.field import Field
 
 K = 7
 WIDTHS = {"gaussian": 0.09, "triangle": 0.2, "box": 0.13, "sinc": 0.1, "impulse": None}
@@ -155,10 +155,15 @@ def test_piecewise_bases_have_finite_second_derivatives(basis):
         assert torch.equal(grad, torch.zeros_like(x))
 
 
-# --- SeparableField -------------------------------------------------------------------------------------
+# --- Separable network ------------------------------------------------------------------------------
 
 def ref_phi(t, k, basis="gaussian", w=0.15):
-    return ref_encode([[v] for v in t], k, basis, w, "separable")
+    """One axis block of the 2D separable encoding: the 1D reference, normalised over both axes (sqrt 2)."""
+    return ref_encode([[v] for v in t], k, basis, w, "separable") / math.sqrt(2)
+
+
+def SeparableField(n_output_dims, encoding):
+    return Field(2, n_output_dims, {"encoding": {"otype": "ShiftedBasis", **encoding}, "network": {"otype": "Separable"}})
 
 
 def test_separable_forward_equals_explicit_kronecker_product():
@@ -166,7 +171,7 @@ def test_separable_forward_equals_explicit_kronecker_product():
     field = SeparableField(c, {"n_bases": k, "width": w}).double()
     weight = torch.randn(c, k, k, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        field.weight.copy_(weight)
+        field.network.weight.copy_(weight)
     xy = torch.rand(20, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     phi_x, phi_y = ref_phi(xy[:, 0].tolist(), k), ref_phi(xy[:, 1].tolist(), k)
     flat = weight.reshape(c, k * k).numpy()
@@ -175,7 +180,7 @@ def test_separable_forward_equals_explicit_kronecker_product():
     assert field(xy.float().reshape(4, 5, 2)).shape == (4, 5, c)
     xs, ys = torch.tensor([0.1, 0.5, 0.95], dtype=torch.float64), torch.tensor([0.0, 0.3], dtype=torch.float64)
     grid = (np.kron(ref_phi(ys.tolist(), k), ref_phi(xs.tolist(), k)) @ flat.T).reshape(2, 3, c)
-    np.testing.assert_allclose(field.reconstruct_grid(xs, ys).detach().numpy(), grid, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(field.network.reconstruct_grid(field.encoder, xs, ys).detach().numpy(), grid, rtol=1e-9, atol=1e-12)
 
 
 def _grid(h, w):
@@ -189,8 +194,8 @@ def test_solve_matches_dense_kronecker_least_squares(h, w, k, ridge):
     field = SeparableField(3, {"n_bases": k, "width": 0.15})
     xs, ys = _grid(h, w)
     values = torch.rand(h, w, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
-    seconds = field.solve(xs, ys, values, ridge=ridge)
-    assert seconds >= 0 and field.weight.dtype == torch.float32
+    seconds = field.network.solve(field.encoder, xs, ys, values, ridge=ridge)
+    assert seconds >= 0 and field.network.weight.dtype == torch.float32
     a = np.kron(ref_phi(ys.tolist(), k), ref_phi(xs.tolist(), k))
     for ch in range(3):
         y = values[..., ch].numpy().reshape(-1)
@@ -198,7 +203,7 @@ def test_solve_matches_dense_kronecker_least_squares(h, w, k, ridge):
             expected = np.linalg.solve(a.T @ a + ridge * np.eye(k * k), a.T @ y)
         else:
             expected = np.linalg.lstsq(a, y, rcond=None)[0]
-        solved = field.weight[ch].detach().double().numpy().reshape(-1)
+        solved = field.network.weight[ch].detach().double().numpy().reshape(-1)
         np.testing.assert_allclose(solved, expected, rtol=1e-5, atol=1e-5)
 
 
@@ -208,7 +213,7 @@ def test_solve_matches_a_long_gradient_descent_fit():
     xs, ys = _grid(h, w)
     values = torch.rand(h, w, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
     solved = SeparableField(2, config).double()
-    solved.solve(xs, ys, values, ridge=ridge)
+    solved.network.solve(solved.encoder, xs, ys, values, ridge=ridge)
 
     fitted = SeparableField(2, config).double()
     xy = torch.stack(torch.meshgrid(ys, xs, indexing="ij")[::-1], -1).reshape(-1, 2)  # (x, y) per pixel, row-major
@@ -221,30 +226,32 @@ def test_solve_matches_a_long_gradient_descent_fit():
     torch.set_num_threads(1)  # tiny ops: a shared thread pool on a busy machine made each step ~100x slower
     try:
         for _ in range(600):
-            loss = (fitted(xy) - target).square().sum() + ridge * fitted.weight.square().sum()
-            (grad,) = torch.autograd.grad(loss, fitted.weight)
+            loss = (fitted(xy) - target).square().sum() + ridge * fitted.network.weight.square().sum()
+            (grad,) = torch.autograd.grad(loss, fitted.network.weight)
             with torch.no_grad():
-                fitted.weight -= 2 * grad / (largest + smallest)
+                fitted.network.weight -= 2 * grad / (largest + smallest)
     finally:
         torch.set_num_threads(threads)
-    torch.testing.assert_close(fitted.weight, solved.weight, rtol=0, atol=1e-9)
+    torch.testing.assert_close(fitted.network.weight, solved.network.weight, rtol=0, atol=1e-9)
 
 
 def test_separable_errors():
-    with pytest.raises(ValueError, match="the encoding must be ShiftedBasis, got otype 'HashGrid'"):
+    with pytest.raises(ValueError, match="Separable: the encoding must be ShiftedBasis, got otype 'HashGrid'"):
         SeparableField(3, {"otype": "HashGrid"})
-    with pytest.raises(ValueError, match="the 1D embedding's 'axes' must be \"separable\""):
+    with pytest.raises(ValueError, match="Separable: the encoding's 'axes' must be \"separable\""):
         SeparableField(3, {"otype": "ShiftedBasis", "axes": "diagonal"})
+    with pytest.raises(ValueError, match="Separable: fits 2D signals"):
+        Field(3, 1, {"encoding": {"otype": "ShiftedBasis"}, "network": {"otype": "Separable"}})
     with pytest.raises(ValueError, match="ShiftedBasis: 'basis' must be one of"):
         SeparableField(3, {"basis": "cubic"})
     field = SeparableField(3, {"n_bases": 4})
-    with pytest.raises(ValueError, match=r"'xy' must have shape \[\.\.\., 2\], got \[5, 3\]"):
+    with pytest.raises(ValueError, match=r"input must have shape \[\.\.\., 2\], got \[5, 3\]"):
         field(torch.rand(5, 3))
-    with pytest.raises(ValueError, match="'xy' contains NaN or inf"):
+    with pytest.raises(ValueError, match="input contains NaN or inf"):
         field(torch.tensor([[0.5, float("nan")]]))
     xs, ys = _grid(4, 5)
     with pytest.raises(ValueError, match=r"'values' must have shape \[4, 5, 3\], got \[5, 4, 3\]"):
-        field.solve(xs, ys, torch.rand(5, 4, 3))
+        field.network.solve(field.encoder, xs, ys, torch.rand(5, 4, 3))
     with pytest.raises(ValueError, match="'ridge' must be >= 0.0"):
-        field.solve(xs, ys, torch.rand(4, 5, 3), ridge=-1.0)
-    assert field.config == {"encoding": field.embedding.config, "network": {"otype": "Separable"}}
+        field.network.solve(field.encoder, xs, ys, torch.rand(4, 5, 3), ridge=-1.0)
+    assert field.config == {"encoding": field.encoder.config, "network": {"otype": "Separable"}}

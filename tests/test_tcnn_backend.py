@@ -5,7 +5,7 @@ import torch
 from test_contract import SMALL
 
 from inr_enc import build_encoder
-from inr_enc.backends import tcnn_available
+from inr_enc.encoders.tcnn import tcnn_available
 from inr_enc.field import Field
 
 # tcnn's own spelling of each SMALL config (DOCUMENTATION.md / encodings/*.h keys), written out by hand.
@@ -64,7 +64,7 @@ def test_unknown_backend_is_a_value_error():
 
 def test_progressive_hands_the_backend_to_its_nested_encoder():
     encoder = build_encoder({"otype": "Progressive", "nested": {"otype": "HashGrid", "n_levels": 2}}, 3, backend="tcnn")
-    assert encoder.backend == "torch" and encoder.nested.backend == "tcnn"
+    assert encoder.backend == "tcnn" and encoder.nested.backend == "tcnn"  # the setting stays what was asked for
     with pytest.raises(ValueError, match="HashGrid: backend 'tcnn' unavailable: .*CUDA"):
         encoder(torch.rand(4, 3))
 

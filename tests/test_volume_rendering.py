@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from inr_enc.tasks.occupancy import OccupancyGrid, ray_box_intersection
-from inr_enc.tasks.volume_rendering import accumulate, optical_depth_before, render_weights
+from inr_enc.nerf.occupancy import OccupancyGrid, ray_box_intersection
+from inr_enc.nerf.volume_rendering import accumulate, optical_depth_before, render_weights
 
 
 def packed_example(seed=0, n_rays=7):

@@ -1,131 +1,120 @@
-"""The encoder contract shared by every encoding, and the config checks they use.
+"""The encoder contract shared by every encoding.
 
-Every encoder is built from a tiny-cuda-nn style config dict (``{"otype": ..., key: value}``),
-maps coordinates ``x: [..., n_input_dims]`` (nominally in [0, 1]) to ``[..., n_output_dims]``,
-and exposes its fully resolved config (defaults filled in) as ``encoder.config``.
+Every encoder is built from a tiny-cuda-nn style config dict (``{"otype": ..., key: value}``), maps coordinates
+``x: [..., n_input_dims]`` (nominally in [0, 1]) to ``[..., n_output_dims]``, and exposes its fully resolved
+config (defaults filled in) as ``encoder.config``. Resolving a config is pure (no tensors): the run-config schema
+validates a whole run with it before anything is built.
 """
 
 from __future__ import annotations
 
-import difflib
-import math
-from typing import Any, ClassVar, Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from .tcnn_backend import BACKENDS, tcnn_encode, uses_tcnn
-
-
-def config_error(otype: str, message: str) -> ValueError:
-    return ValueError(f"{otype}: {message}")
-
-
-def check_keys(otype: str, config: dict, valid: Iterable[str]) -> None:
-    """Raise ValueError naming each unknown key, a close match, and the valid keys."""
-    valid = sorted(set(valid))
-    for key in config:
-        if key not in valid:
-            close = difflib.get_close_matches(key, valid, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise config_error(otype, f"unknown config key '{key}'{hint}; valid keys: {', '.join(valid)}")
-
-
-def check_int(otype: str, key: str, value: Any, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
-        raise config_error(otype, f"'{key}' must be an integer, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise config_error(otype, f"'{key}' must be {bounds}, got {value}")
-    return value
-
-
-def check_float(otype: str, key: str, value: Any, low: float | None = None, low_inclusive: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise config_error(otype, f"'{key}' must be a finite number, got {value!r}")
-    value = float(value)
-    if low is not None and (value < low or (value == low and not low_inclusive)):
-        raise config_error(otype, f"'{key}' must be {'>=' if low_inclusive else '>'} {low}, got {value}")
-    return value
-
-
-def check_choice(otype: str, key: str, value: Any, choices: Iterable[str]) -> str:
-    """Case-insensitive choice (tcnn matches its enum strings case-insensitively); returns the canonical spelling."""
-    choices = list(choices)
-    for choice in choices:
-        if isinstance(value, str) and value.lower() == choice.lower():
-            return choice
-    raise config_error(otype, f"'{key}' must be one of {', '.join(choices)}; got {value!r}")
-
-
-def lookup_otype(kind: str, otype: Any, registry: dict[str, Any]) -> Any:
-    """``registry[otype]`` matched case-insensitively as tcnn does; ValueError naming ``kind`` and the valid otypes."""
-    by_lower = {name.lower(): value for name, value in registry.items()}
-    if not isinstance(otype, str) or otype.lower() not in by_lower:
-        raise ValueError(f"unknown {kind} otype {otype!r}; valid otypes: {', '.join(sorted(registry))}")
-    return by_lower[otype.lower()]
-
-
-def check_bool(otype: str, key: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise config_error(otype, f"'{key}' must be true or false, got {value!r}")
-    return value
-
-
-def compute_dtype(x: torch.Tensor) -> torch.dtype:
-    """float64 input computes in float64 (gradcheck); every other floating dtype computes in float32."""
-    return torch.float64 if x.dtype == torch.float64 else torch.float32
+from ..config.checks import check_int, check_keys, check_mapping
+from ..ops.precision import compute_dtype
+from .backends import Choice, check_backend, choose_backend
+from .tcnn import tcnn_encode
 
 
 def seeded_generator(seed: int) -> torch.Generator:
     return torch.Generator(device="cpu").manual_seed(seed)
 
 
-class Encoder(nn.Module):
-    """Base class: parses the config, checks inputs, flattens the batch.
+@dataclass(frozen=True)
+class EncoderSpec:
+    """A resolved encoding, built or not: what a network needs to know of its input."""
 
-    Subclasses set ``otype`` and ``defaults`` (every valid key with its default), implement
-    ``_setup(config)`` (validate values, build parameters, set ``n_output_dims``) and
-    ``encode(x: [N, n_input_dims]) -> [N, n_output_dims]`` in ``x``'s dtype (float32 or float64).
-    Encodings that tiny-cuda-nn also has set ``tcnn_compatible`` (or override ``tcnn_config``); ``backend``
-    ("auto" | "torch" | "cpp" | "triton" | "tcnn", see tcnn_backend.py) picks who computes the forward pass.
+    cls: type[Encoder]
+    n_input_dims: int
+    config: dict[str, Any]
+    n_output_dims: int
+    n_bands: int | None  # frequency bands or levels (coarse-to-fine encodings), else None
+
+
+class Encoder(nn.Module):
+    """Base class: resolves the config, checks inputs, flattens the batch, dispatches to a backend.
+
+    A subclass sets ``otype`` and ``defaults`` (every valid key with its default) and implements
+    - ``_resolve(n_input_dims, config) -> dict`` (classmethod, pure): check every value (all keys present) and
+      return the canonical config;
+    - ``output_dims(n_input_dims, config) -> int`` (classmethod) and, for encodings ordered by frequency or
+      resolution, ``band_count`` (classmethod) and ``output_bands``;
+    - ``_build(config)``: parameters and buffers from the canonical config;
+    - ``encode(x: [N, n_input_dims], backend, cov) -> [N, n_output_dims]`` in x's dtype (float32 or float64).
+    ``supported_backends`` / ``auto_backends`` declare its implementations (see backends.py); ``uses_cov``
+    encoders also read a covariance per sample (cone tracing).
     """
 
     otype: ClassVar[str]
     defaults: ClassVar[dict[str, Any]] = {}
     min_input_dims: ClassVar[int] = 1
     max_input_dims: ClassVar[int | None] = None
-    tcnn_compatible: ClassVar[bool] = False
-    tcnn_auto: ClassVar[bool] = False  # backend "auto" picks tcnn on CUDA (grids: fast, second derivatives too)
-    grid_kernels: ClassVar[bool] = False  # computed by the grid kernels (backends "cpp", "triton"), or hands the
-    # backend to a nested encoder that may be (Progressive)
-    sparse_gradients: bool = False  # grids on the CPU kernel: sparse table gradients (optim.enable_sparse_gradients)
+    supported_backends: ClassVar[frozenset[str]] = frozenset({"torch"})
+    auto_backends: ClassVar[tuple[str, ...]] = ("torch",)
+    passes_backend_to_nested: ClassVar[bool] = False  # Composite, Progressive: nested encoders get ``backend``
+    uses_cov: bool = False  # forward(x, cov) reads cov; containers set it per instance from their nested encoders
+    sized_by_signal: ClassVar[str | None] = None  # a key that, left null, a fitting task sets to the signal's size
+    sparse_gradients: bool = False  # set by optim.enable_sparse_gradients: grid tables may get sparse gradients
 
     def __init__(self, n_input_dims: int, config: dict | None = None, backend: str = "auto") -> None:
         super().__init__()
-        self.backend = check_choice(self.otype, "backend", backend, BACKENDS)
-        if backend in ("cpp", "triton") and not self.grid_kernels:
-            raise ValueError(f"{self.otype}: backend {backend!r} has kernels for grid encodings only; use 'auto' or 'torch'")
+        self._config = self.resolve_config(config or {}, n_input_dims)
+        self.n_input_dims = int(n_input_dims)
+        self.n_output_dims: int = self.output_dims(self.n_input_dims, self._config)
+        self.backend = check_backend(self, backend)
+        self.last_backend: Choice | None = None  # what ran the last forward (backends.choose_backend)
         self._tcnn_modules: dict[torch.device, nn.Module] = {}
-        config = dict(config or {})
+        self._build(self._config)
+
+    @classmethod
+    def resolve_config(cls, config: Any, n_input_dims: Any) -> dict[str, Any]:
+        """The canonical config (``otype`` first, every key, defaults filled in) or ValueError naming the problem.
+        Pure: allocates no tensors."""
+        config = check_mapping(cls.otype, "config", config, allow_none=False)
         config.pop("otype", None)
-        check_keys(self.otype, config, self.defaults)
-        self.n_input_dims = check_int(self.otype, "n_input_dims", n_input_dims, self.min_input_dims, self.max_input_dims)
-        resolved = {**self.defaults, **config}
-        self.n_output_dims: int = 0
-        self._config = {"otype": self.otype, **self._setup(resolved)}
+        check_keys(cls.otype, config, cls.defaults)
+        n_input_dims = check_int(cls.otype, "n_input_dims", n_input_dims, cls.min_input_dims, cls.max_input_dims)
+        return {"otype": cls.otype, **cls._resolve(n_input_dims, {**cls.defaults, **config})}
+
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        """n_output_dims for a resolved config."""
+        raise NotImplementedError
+
+    @classmethod
+    def band_count(cls, n_input_dims: int, config: dict[str, Any]) -> int | None:
+        """Number of frequency bands or levels of a resolved config (see ``output_bands``); None for the others."""
+        return None
+
+    @classmethod
+    def spec_of(cls, config: dict[str, Any], n_input_dims: int) -> EncoderSpec:
+        """The EncoderSpec of a resolved ``config``."""
+        return EncoderSpec(cls, n_input_dims, config, cls.output_dims(n_input_dims, config),
+                           cls.band_count(n_input_dims, config))
+
+    @property
+    def spec(self) -> EncoderSpec:
+        return self.spec_of(self._config, self.n_input_dims)
+
+    def _build(self, config: dict[str, Any]) -> None:
+        """Parameters and buffers from the resolved ``config``; nothing for parameter-free encodings."""
 
     @property
     def config(self) -> dict[str, Any]:
         """The resolved config: every key, defaults filled in; ``build_encoder(enc.config, d)`` rebuilds it."""
         return dict(self._config)
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        """Validate ``config`` (all keys present), build state, set ``n_output_dims``; return the canonical config."""
-        raise NotImplementedError
-
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
+        """x: [N, n_input_dims] checked, in the compute dtype -> [N, n_output_dims]; ``backend`` as chosen by
+        backends.choose_backend (one of ``supported_backends``); ``cov`` [N, d, d] only where ``uses_cov``."""
         raise NotImplementedError
 
     def output_bands(self) -> torch.Tensor | None:
@@ -139,28 +128,50 @@ class Encoder(nn.Module):
 
     def tcnn_config(self) -> dict[str, Any] | None:
         """This encoder as a tiny-cuda-nn encoding config, or None where tcnn has no equivalent."""
-        return self.config if self.tcnn_compatible else None
+        return self.config if "tcnn" in self.supported_backends else None
 
-    def check_input(self, x: torch.Tensor) -> torch.Tensor:
+    def check_input(self, x: Any) -> torch.Tensor:
         """Validate ``x: [..., n_input_dims]`` and return it as ``[N, n_input_dims]`` in the compute dtype."""
         if not isinstance(x, torch.Tensor):
             raise ValueError(f"{self.otype}: input must be a torch.Tensor, got {type(x).__name__}")
         if not x.is_floating_point():
             raise ValueError(f"{self.otype}: input must be floating point, got dtype {x.dtype}")
         if x.dim() == 0 or x.shape[-1] != self.n_input_dims:
-            raise ValueError(
-                f"{self.otype}: input must have shape [..., {self.n_input_dims}], got {list(x.shape)}"
-            )
+            raise ValueError(f"{self.otype}: input must have shape [..., {self.n_input_dims}], got {list(x.shape)}")
         if not bool(torch.isfinite(x).all()):
             raise ValueError(f"{self.otype}: input contains NaN or inf")
         return x.reshape(-1, self.n_input_dims).to(compute_dtype(x))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [..., n_input_dims] coordinates (nominally in [0, 1]) -> [..., n_output_dims], float32 (float64 for float64 x)."""
-        batch_shape = x.shape[:-1] if isinstance(x, torch.Tensor) and x.dim() > 0 else ()
-        x = self.check_input(x)
-        out = tcnn_encode(self, x, self._tcnn_modules) if uses_tcnn(self, x) else self.encode(x)
-        return out.reshape(*batch_shape, self.n_output_dims)
+    def check_cov(self, cov: Any, batch_shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """Validate ``cov: [*batch_shape, d, d]`` and return it as ``[N, d, d]`` in ``dtype``."""
+        if not self.uses_cov:
+            raise ValueError(f"{self.otype}: this encoder takes no cov (uses_cov is false)")
+        if not isinstance(cov, torch.Tensor) or not cov.is_floating_point():
+            kind = f"dtype {cov.dtype}" if isinstance(cov, torch.Tensor) else type(cov).__name__
+            raise ValueError(f"{self.otype}: cov must be a floating point torch.Tensor, got {kind}")
+        d = self.n_input_dims
+        if tuple(cov.shape) != (*batch_shape, d, d):
+            raise ValueError(f"{self.otype}: cov must have shape {[*batch_shape, d, d]} (the input's batch shape + "
+                             f"[d, d]), got {list(cov.shape)}")
+        if not bool(torch.isfinite(cov).all()):
+            raise ValueError(f"{self.otype}: cov contains NaN or inf")
+        return cov.reshape(-1, d, d).to(dtype)
+
+    def forward(self, x: torch.Tensor, cov: torch.Tensor | None = None) -> torch.Tensor:
+        """x: [..., n_input_dims] coordinates (nominally in [0, 1]); cov: None, or [..., d, d] covariances of x (in
+        x's units) for ``uses_cov`` encoders -> [..., n_output_dims], float32 (float64 for float64 x)."""
+        batch_shape = tuple(x.shape[:-1]) if isinstance(x, torch.Tensor) and x.dim() > 0 else ()
+        flat = self.check_input(x)
+        flat_cov = None if cov is None else self.check_cov(cov, batch_shape, flat.dtype)
+        return self.run(flat, flat_cov).reshape(*batch_shape, self.n_output_dims)
+
+    def run(self, x: torch.Tensor, cov: torch.Tensor | None = None) -> torch.Tensor:
+        """x: [N, n_input_dims] already checked (and cov [N, d, d]) -> [N, n_output_dims], on the backend that
+        backends.choose_backend picks; nested encoders are run through this."""
+        self.last_backend = choose_backend(self, x, cov)
+        if self.last_backend.backend == "tcnn":
+            return tcnn_encode(self, x, self._tcnn_modules)
+        return self.encode(x, self.last_backend.backend, cov)
 
     def extra_repr(self) -> str:
         keys = ", ".join(f"{k}={v!r}" for k, v in self._config.items() if k != "otype")

@@ -7,12 +7,27 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import Encoder, check_choice, check_int, config_error
+from ..config.checks import check_choice, check_int, config_error
+from .base import Encoder
+from .registry import build_encoder, encoder_spec, register_encoder
 
 REDUCTIONS = ("Concatenation", "Sum", "Product")
 NESTED_ONLY_KEYS = ("n_dims_to_encode", "dims_to_encode_begin")
 
 
+def _nested_slices(config: dict[str, Any]) -> list[tuple[int, int, dict[str, Any]]]:
+    """(begin, end, encoding config) of each nested entry of a resolved Composite config that encodes any dim."""
+    slices, begin = [], 0
+    for entry in config["nested"]:
+        begin = entry.get("dims_to_encode_begin", begin)
+        end = begin + entry["n_dims_to_encode"]
+        if end > begin:
+            slices.append((begin, end, {k: v for k, v in entry.items() if k not in NESTED_ONLY_KEYS}))
+        begin = end
+    return slices
+
+
+@register_encoder()
 class Composite(Encoder):
     """``{"otype": "Composite", "nested": [{"n_dims_to_encode": 3, "otype": ...}, {"otype": ...}],
     "reduction": "Concatenation" | "Sum" | "Product"}``.
@@ -24,49 +39,58 @@ class Composite(Encoder):
     """
 
     otype = "Composite"
+    supported_backends = frozenset({"torch", "tcnn"})  # tcnn: the whole composition, where tcnn has every part
+    passes_backend_to_nested = True
     defaults = {"nested": None, "reduction": "Concatenation"}
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        from .registry import build_encoder
-
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
         nested = config["nested"]
         if not isinstance(nested, (list, tuple)) or not nested or not all(isinstance(c, dict) for c in nested):
-            raise config_error(self.otype, "'nested' must be a non-empty list of encoding configs")
-        self.reduction = check_choice(self.otype, "reduction", config["reduction"], REDUCTIONS)
+            raise config_error(cls.otype, "'nested' must be a non-empty list of encoding configs")
+        reduction = check_choice(cls.otype, "reduction", config["reduction"], REDUCTIONS)
         explicit_begin = any("dims_to_encode_begin" in c for c in nested)
-        n_specified = sum(check_int(self.otype, "n_dims_to_encode", c.get("n_dims_to_encode", 0), 0) for c in nested)
-        if not explicit_begin and n_specified > self.n_input_dims:
-            message = f"nested encodings take {n_specified} dims, more than the {self.n_input_dims} given"
-            raise config_error(self.otype, message)
+        n_specified = sum(check_int(cls.otype, "n_dims_to_encode", c.get("n_dims_to_encode", 0), 0) for c in nested)
+        if not explicit_begin and n_specified > n_input_dims:
+            raise config_error(cls.otype, f"nested encodings take {n_specified} dims, more than the {n_input_dims} given")
         n_unspecified = sum("n_dims_to_encode" not in c for c in nested)
         if n_unspecified > 1 or (explicit_begin and n_unspecified):
             message = "may leave 'n_dims_to_encode' out for a single nested encoding only (none with 'dims_to_encode_begin')"
-            raise config_error(self.otype, message)
-
-        self.encoders = nn.ModuleList()
-        self.slices: list[tuple[int, int]] = []
-        resolved, begin = [], 0
+            raise config_error(cls.otype, message)
+        resolved, widths, begin = [], [], 0
         for entry in nested:
-            n_dims = entry.get("n_dims_to_encode", self.n_input_dims - n_specified)
-            begin = check_int(self.otype, "dims_to_encode_begin", entry.get("dims_to_encode_begin", begin), 0)
-            if begin + n_dims > self.n_input_dims:
-                message = f"a nested encoding reads dims {begin}..{begin + n_dims - 1} of {self.n_input_dims}"
-                raise config_error(self.otype, message)
+            n_dims = entry.get("n_dims_to_encode", n_input_dims - n_specified)
+            begin = check_int(cls.otype, "dims_to_encode_begin", entry.get("dims_to_encode_begin", begin), 0)
+            if begin + n_dims > n_input_dims:
+                message = f"a nested encoding reads dims {begin}..{begin + n_dims - 1} of {n_input_dims}"
+                raise config_error(cls.otype, message)
             inner = {k: v for k, v in entry.items() if k not in NESTED_ONLY_KEYS}
             if n_dims > 0:
-                encoder = build_encoder(inner, n_dims)
-                self.encoders.append(encoder)
-                self.slices.append((begin, begin + n_dims))
-                inner = encoder.config
+                spec = encoder_spec(inner, n_dims)
+                inner = spec.config
+                widths.append(spec.n_output_dims)
             resolved.append({**inner, "n_dims_to_encode": n_dims, **({"dims_to_encode_begin": begin} if explicit_begin else {})})
             begin += n_dims
-        if not self.encoders:
-            raise config_error(self.otype, "no nested encoding encodes any dim")
-        widths = [e.n_output_dims for e in self.encoders]
-        if self.reduction != "Concatenation" and len(set(widths)) > 1:
-            raise config_error(self.otype, f"reduction {self.reduction} needs nested encodings of equal width, got {widths}")
-        self.n_output_dims = sum(widths) if self.reduction == "Concatenation" else widths[0]
-        return {"nested": resolved, "reduction": self.reduction}
+        if not widths:
+            raise config_error(cls.otype, "no nested encoding encodes any dim")
+        if reduction != "Concatenation" and len(set(widths)) > 1:
+            raise config_error(cls.otype, f"reduction {reduction} needs nested encodings of equal width, got {widths}")
+        return {"nested": resolved, "reduction": reduction}
+
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        widths = [encoder_spec(inner, end - begin).n_output_dims for begin, end, inner in _nested_slices(config)]
+        return sum(widths) if config["reduction"] == "Concatenation" else widths[0]
+
+    def _build(self, config: dict[str, Any]) -> None:
+        self.reduction = config["reduction"]
+        self.encoders = nn.ModuleList()
+        self.slices: list[tuple[int, int]] = []
+        nested_backend = "auto" if self.backend == "tcnn" else self.backend  # tcnn runs the whole composition
+        for begin, end, inner in _nested_slices(config):
+            self.encoders.append(build_encoder(inner, end - begin, nested_backend))
+            self.slices.append((begin, end))
+        self.uses_cov = any(encoder.uses_cov for encoder in self.encoders)
 
     def tcnn_config(self) -> dict[str, Any] | None:
         """The same composition for tcnn, or None when a nested encoding has no tcnn equivalent."""
@@ -78,8 +102,10 @@ class Composite(Encoder):
             nested.append({**inner, "n_dims_to_encode": end - begin, "dims_to_encode_begin": begin})
         return {"otype": self.otype, "nested": nested, "reduction": self.reduction}
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
-        outputs = [enc.encode(x[:, begin:end]) for enc, (begin, end) in zip(self.encoders, self.slices)]
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
+        """Each nested encoder on its slice of x (and the matching block of cov, for those that read one)."""
+        outputs = [enc.run(x[:, begin:end], cov[:, begin:end, begin:end] if cov is not None and enc.uses_cov else None)
+                   for enc, (begin, end) in zip(self.encoders, self.slices)]
         if self.reduction == "Concatenation":
             return torch.cat(outputs, dim=-1)
         result = outputs[0]

@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from .base import Encoder, check_int
-
-
+from ..config.checks import check_int
+from .base import Encoder
+from .registry import register_encoder
 
 def frequency_encoding(x: torch.Tensor, n_frequencies: int) -> torch.Tensor:
     """x: [N, d] -> [N, d * 2F] ordered as tcnn: output j encodes dim j // 2F at frequency
@@ -22,21 +22,32 @@ def frequency_encoding(x: torch.Tensor, n_frequencies: int) -> torch.Tensor:
     return torch.sin(angles).reshape(x.shape[0], x.shape[1] * n_frequencies * 2)
 
 
+@register_encoder()
 class Frequency(Encoder):
     """``{"otype": "Frequency", "n_frequencies": 12}``: x: [..., d] -> [..., 2 * F * d] in [-1, 1]."""
 
     otype = "Frequency"
-    tcnn_compatible = True
+    supported_backends = frozenset({"torch", "tcnn"})
     defaults = {"n_frequencies": 12}
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        self.n_frequencies = check_int(self.otype, "n_frequencies", config["n_frequencies"], 1, 64)
-        self.n_output_dims = self.n_input_dims * 2 * self.n_frequencies
-        return {"n_frequencies": self.n_frequencies}
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        return {"n_frequencies": check_int(cls.otype, "n_frequencies", config["n_frequencies"], 1, 64)}
+
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return n_input_dims * 2 * config["n_frequencies"]
+
+    @classmethod
+    def band_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return config["n_frequencies"]
+
+    def _build(self, config: dict[str, Any]) -> None:
+        self.n_frequencies = config["n_frequencies"]
 
     def output_bands(self) -> torch.Tensor:
         """Output j is at frequency 2^((j // 2) mod F) pi."""
         return (torch.arange(self.n_output_dims) // 2) % self.n_frequencies
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         return frequency_encoding(x, self.n_frequencies)

@@ -17,51 +17,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..kernels import grid_kernel
-from .base import Encoder, check_choice, check_float, check_int, seeded_generator
-from .grid import HASH_PRIMES, INTERPOLATIONS, check_level_keys, init_table
-from .grid_functional import GridLevels, grid_encoding, sparse_accumulator
-from .grid_layout import GridLevel, grid_levels
+from ..config.checks import check_choice, check_float, check_int
+from ..ops.grid import HASH_PRIMES, INTERPOLATIONS, GridLevel, GridLevels, grid_encoding, grid_levels, sparse_accumulator
+from ..ops.precision import wide_dtype
+from .base import seeded_generator
+from .grid import Multiresolution, check_level_keys, check_table_size, init_table
+from .registry import register_encoder
 
 # Sigma points use chol(cov + (REL_JITTER * trace / d + ABS_JITTER) I): rank-deficient or float32-rounded
 # PSD covariances still factor; the shift is far below any grid cell.
 REL_JITTER, ABS_JITTER = 1e-6, 1e-12
-
-
-def frustum_gaussian(
-    origins: torch.Tensor, directions: torch.Tensor, t_starts: torch.Tensor, t_ends: torch.Tensor,
-    radii: torch.Tensor, shape: str = "cone",
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """mip-NeRF's Gaussian of the ray interval [t_starts, t_ends] of the cone o + t d (radius ``radii * t``).
-
-    origins, directions: [..., d] (directions need not be unit); t_starts, t_ends, radii: [...]; mip-NeRF sets
-    radii to the pixel width at t = 1 times 2 / sqrt(12). With t_mu = (t0 + t1) / 2, t_delta = (t1 - t0) / 2:
-      "cone" (mip-NeRF eq. 7, its numerically stable form of the frustum's exact moments):
-        mu_t = t_mu + 2 t_mu t_delta^2 / (3 t_mu^2 + t_delta^2),
-        sigma_t^2 = t_delta^2 / 3 - 4 t_delta^4 (12 t_mu^2 - t_delta^2) / (15 (3 t_mu^2 + t_delta^2)^2),
-        sigma_r^2 = r^2 (t_mu^2 / 4 + 5 t_delta^2 / 12 - 4 t_delta^4 / (15 (3 t_mu^2 + t_delta^2)));
-      "cylinder": mu_t = t_mu, sigma_t^2 = (t1 - t0)^2 / 12 (a uniform interval), sigma_r^2 = r^2 / 4.
-    Returns mean [..., d] = o + mu_t d and cov [..., d, d] = sigma_t^2 d d^T + sigma_r^2 (I - d d^T / |d|^2)
-    (eq. 8). Hybrid wants both in [0, 1] coordinates: for x = (p - lo) / (hi - lo) divide cov[i, j] by
-    (hi - lo)_i (hi - lo)_j.
-    """
-    t_mu, t_delta = (t_starts + t_ends) / 2, (t_ends - t_starts) / 2
-    if shape == "cone":
-        mu2, delta2 = t_mu**2, t_delta**2
-        denom = 3 * mu2 + delta2
-        mean_t = t_mu + 2 * t_mu * delta2 / denom
-        var_t = delta2 / 3 - 4 * delta2**2 * (12 * mu2 - delta2) / (15 * denom**2)
-        var_r = radii**2 * (mu2 / 4 + 5 * delta2 / 12 - 4 * delta2**2 / (15 * denom))
-    elif shape == "cylinder":
-        mean_t, var_t, var_r = t_mu, (t_ends - t_starts) ** 2 / 12, radii**2 / 4
-    else:
-        raise ValueError(f"frustum_gaussian: shape must be 'cone' or 'cylinder', got {shape!r}")
-    mean = origins + mean_t[..., None] * directions
-    outer = directions[..., :, None] * directions[..., None, :]
-    eye = torch.eye(directions.shape[-1], dtype=directions.dtype, device=directions.device)
-    norm2 = (directions**2).sum(-1).clamp_min(1e-10)[..., None, None]
-    cov = var_t[..., None, None] * outer + var_r[..., None, None] * (eye - outer / norm2)
-    return mean, cov
 
 
 def _cholesky(a: torch.Tensor) -> torch.Tensor | None:
@@ -85,7 +50,8 @@ def _rebased(levels: list[GridLevel]) -> list[GridLevel]:
     return [dataclasses.replace(level, offset=level.offset - start) for level in levels]
 
 
-class Hybrid(Encoder):
+@register_encoder()
+class Hybrid(Multiresolution):
     """``{"otype": "Hybrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 19,
     "base_resolution": 16, "per_level_scale": 2.0, "split_level": 4, "coarse": "Fourier" | "Dense",
     "n_frequencies": 16, "fine_cov": "Mean" | "Erf", "interpolation": "Linear", "hash": "CoherentPrime",
@@ -114,7 +80,9 @@ class Hybrid(Encoder):
     """
 
     otype = "Hybrid"
-    grid_kernels = True
+    supported_backends = frozenset({"torch", "cpp", "triton"})
+    auto_backends = ("cpp", "triton", "torch")
+    uses_cov = True
     max_input_dims = 7
     defaults = {
         "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 19, "base_resolution": 16,
@@ -122,20 +90,37 @@ class Hybrid(Encoder):
         "interpolation": "Linear", "hash": "CoherentPrime", "seed": 1337,
     }
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        name, d = self.otype, self.n_input_dims
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        name = cls.otype
         n_levels, n_features, log2_size, base = check_level_keys(name, config)
         scale = check_float(name, "per_level_scale", config["per_level_scale"], 1.0)
-        split = check_int(name, "split_level", config["split_level"], 0, n_levels)
-        self.coarse = check_choice(name, "coarse", config["coarse"], ("Fourier", "Dense"))
-        n_freq = check_int(name, "n_frequencies", config["n_frequencies"], 1)
-        self.fine_cov = check_choice(name, "fine_cov", config["fine_cov"], ("Mean", "Erf"))
-        self.interpolation = check_choice(name, "interpolation", config["interpolation"], INTERPOLATIONS)
-        hash_name = check_choice(name, "hash", config["hash"], HASH_PRIMES)
-        seed = check_int(name, "seed", config["seed"], 0)
+        resolved = {
+            "n_levels": n_levels, "n_features_per_level": n_features, "log2_hashmap_size": log2_size,
+            "base_resolution": base, "per_level_scale": scale,
+            "split_level": check_int(name, "split_level", config["split_level"], 0, n_levels),
+            "coarse": check_choice(name, "coarse", config["coarse"], ("Fourier", "Dense")),
+            "n_frequencies": check_int(name, "n_frequencies", config["n_frequencies"], 1),
+            "fine_cov": check_choice(name, "fine_cov", config["fine_cov"], ("Mean", "Erf")),
+            "interpolation": check_choice(name, "interpolation", config["interpolation"], INTERPOLATIONS),
+            "hash": check_choice(name, "hash", config["hash"], HASH_PRIMES),
+            "seed": check_int(name, "seed", config["seed"], 0),
+        }
+        check_table_size(name, cls._levels(n_input_dims, resolved, "Hash"))
+        return resolved
 
-        primes, gen = HASH_PRIMES[hash_name], seeded_generator(seed)
-        all_levels = grid_levels(d, "Hash", n_levels, log2_size, base, scale)
+    @staticmethod
+    def _levels(n_input_dims: int, config: dict[str, Any], grid_type: str, n_levels: int | None = None) -> list[GridLevel]:
+        """The HashGrid (or DenseGrid) levels 0..n_levels-1 of these keys (all levels by default)."""
+        keys = ("log2_hashmap_size", "base_resolution", "per_level_scale")
+        return grid_levels(n_input_dims, grid_type, n_levels or config["n_levels"], *(config[key] for key in keys))
+
+    def _build(self, config: dict[str, Any]) -> None:
+        d, split, n_levels = self.n_input_dims, config["split_level"], config["n_levels"]
+        n_features, n_freq = config["n_features_per_level"], config["n_frequencies"]
+        self.coarse, self.fine_cov, self.interpolation = config["coarse"], config["fine_cov"], config["interpolation"]
+        primes, gen = HASH_PRIMES[config["hash"]], seeded_generator(config["seed"])
+        all_levels = self._levels(d, config, "Hash")
         self.hashgrid_entries = all_levels[-1].offset + all_levels[-1].size
         self.split_level, self.n_features_per_level = split, n_features
         for param in ("frequencies", "weight", "bias", "coarse_params", "params"):
@@ -147,27 +132,16 @@ class Hybrid(Encoder):
             self.weight = nn.Parameter((torch.rand(split, n_features, 2 * n_freq, generator=gen) * 2 - 1) * bound)
             self.bias = nn.Parameter((torch.rand(split, n_features, generator=gen) * 2 - 1) * bound)
         elif split:
-            coarse = grid_levels(d, "Dense", split, log2_size, base, scale)
+            coarse = self._levels(d, config, "Dense", split)
             self.coarse_levels = GridLevels(coarse, primes)
-            self.coarse_params = init_table(name, coarse, n_features, gen)
+            self.coarse_params = init_table(coarse, n_features, gen)
         if split < n_levels:
             fine = _rebased(all_levels[split:])
             self.fine_levels = GridLevels(fine, primes)
-            self.params = init_table(name, fine, n_features, gen)
-        self.n_output_dims = n_levels * n_features
-        return {
-            "n_levels": n_levels, "n_features_per_level": n_features, "log2_hashmap_size": log2_size,
-            "base_resolution": base, "per_level_scale": scale, "split_level": split, "coarse": self.coarse,
-            "n_frequencies": n_freq, "fine_cov": self.fine_cov, "interpolation": self.interpolation,
-            "hash": hash_name, "seed": seed,
-        }
+            self.params = init_table(fine, n_features, gen)
 
     def table_parameters(self) -> list[nn.Parameter]:
         return [p for p in (self.coarse_params, self.params) if p is not None]
-
-    def output_bands(self) -> torch.Tensor:
-        """Output j belongs to level j // n_features_per_level (level-major, coarse first)."""
-        return torch.arange(self.n_output_dims) // self.n_features_per_level
 
     def memory_bytes(self, bytes_per_param: int = 4) -> dict[str, int]:
         """Parameter memory: "coarse", "fine", "total", and "hashgrid" (a HashGrid with the same keys)."""
@@ -177,34 +151,15 @@ class Hybrid(Encoder):
                  "hashgrid": self.hashgrid_entries * self.n_features_per_level}
         return {key: value * bytes_per_param for key, value in sizes.items()}
 
-    def forward(self, x: torch.Tensor, cov: torch.Tensor | None = None) -> torch.Tensor:
-        """x: [..., d] in [0, 1]; cov: None or [..., d, d] (x's batch shape), a Gaussian's covariance in x's units."""
-        if cov is None:
-            return super().forward(x)
-        batch_shape = x.shape[:-1] if isinstance(x, torch.Tensor) and x.dim() > 0 else ()
-        flat = self.check_input(x)
-        d = self.n_input_dims
-        if not isinstance(cov, torch.Tensor) or not cov.is_floating_point():
-            kind = f"dtype {cov.dtype}" if isinstance(cov, torch.Tensor) else type(cov).__name__
-            raise ValueError(f"{self.otype}: cov must be a floating point torch.Tensor, got {kind}")
-        if tuple(cov.shape) != (*batch_shape, d, d):
-            expected = [*batch_shape, d, d]
-            raise ValueError(f"{self.otype}: cov must have shape {expected} (the input's batch shape + [d, d]), "
-                             f"got {list(cov.shape)}")
-        if not bool(torch.isfinite(cov).all()):
-            raise ValueError(f"{self.otype}: cov contains NaN or inf")
-        out = self.encode(flat, cov.reshape(-1, d, d).to(flat.dtype))
-        return out.reshape(*batch_shape, self.n_output_dims)
-
-    def encode(self, x: torch.Tensor, cov: torch.Tensor | None = None) -> torch.Tensor:
-        """x: [N, d], cov: [N, d, d] | None -> [N, n_levels * F]."""
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
+        """x: [N, d], cov: [N, d, d] | None -> [N, n_levels * F]; ``backend`` runs the grid levels."""
         parts = []
         if self.frequencies is not None:
             parts.append(self._fourier(x, cov))
         if self.coarse_params is not None:
-            parts.append(self._dense(x, cov))
+            parts.append(self._dense(x, cov, backend))
         if self.params is not None:
-            parts.append(self._fine(x, cov))
+            parts.append(self._fine(x, cov, backend))
         return torch.cat(parts, dim=-1)
 
     def _fourier(self, x: torch.Tensor, cov: torch.Tensor | None) -> torch.Tensor:
@@ -219,12 +174,12 @@ class Hybrid(Encoder):
         out = torch.einsum("lnk,lfk->nlf", features, self.weight.to(x.dtype)) + self.bias.to(x.dtype)
         return out.reshape(x.shape[0], out.shape[1] * out.shape[2])
 
-    def _dense(self, x: torch.Tensor, cov: torch.Tensor | None) -> torch.Tensor:
+    def _dense(self, x: torch.Tensor, cov: torch.Tensor | None, backend: str) -> torch.Tensor:
         F = self.n_features_per_level
         if cov is None:
-            return grid_encoding(x, self.coarse_params, self.coarse_levels, F, self.interpolation, grid_kernel(self.backend))
+            return grid_encoding(x, self.coarse_params, self.coarse_levels, F, self.interpolation, backend)
         n, d = x.shape
-        wide = torch.float32 if x.device.type == "mps" else torch.float64  # MPS has no float64
+        wide = wide_dtype(x.device)
         cov64 = (cov + cov.transpose(1, 2)).to(wide) / 2  # Cholesky reads one triangle; use both, as b^T cov b does
         jitter = REL_JITTER * cov64.diagonal(dim1=-2, dim2=-1).mean(-1).clamp_min(0) + ABS_JITTER
         eye = torch.eye(d, dtype=wide, device=x.device)
@@ -236,12 +191,12 @@ class Hybrid(Encoder):
         offsets = math.sqrt(d) * chol.transpose(1, 2)  # row i: sqrt(d) times column i of L
         points = torch.cat([x[:, None] + offsets, x[:, None] - offsets], dim=1).clamp(0, 1)  # [N, 2d, d]
         features = grid_encoding(points.reshape(-1, d), self.coarse_params, self.coarse_levels, F, self.interpolation,
-                                 grid_kernel(self.backend))
+                                 backend)
         return features.reshape(n, 2 * d, features.shape[-1]).mean(dim=1)
 
-    def _fine(self, x: torch.Tensor, cov: torch.Tensor | None) -> torch.Tensor:
+    def _fine(self, x: torch.Tensor, cov: torch.Tensor | None, backend: str) -> torch.Tensor:
         F = self.n_features_per_level
-        out = grid_encoding(x, self.params, self.fine_levels, F, self.interpolation, grid_kernel(self.backend),
+        out = grid_encoding(x, self.params, self.fine_levels, F, self.interpolation, backend,
                             sparse_accumulator(self, self.params))
         if cov is None or self.fine_cov == "Mean":
             return out

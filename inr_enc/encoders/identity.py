@@ -6,9 +6,12 @@ from typing import Any
 
 import torch
 
-from .base import Encoder, check_float
+from ..config.checks import check_float
+from .base import Encoder
+from .registry import register_encoder
 
 
+@register_encoder()
 class Identity(Encoder):
     """Passes coordinates through, optionally scaled and offset (tcnn keys ``scale`` = 1, ``offset`` = 0).
 
@@ -16,14 +19,17 @@ class Identity(Encoder):
     """
 
     otype = "Identity"
-    tcnn_compatible = True
+    supported_backends = frozenset({"torch", "tcnn"})
     defaults = {"scale": 1.0, "offset": 0.0}
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        self.scale = check_float(self.otype, "scale", config["scale"])
-        self.offset = check_float(self.otype, "offset", config["offset"])
-        self.n_output_dims = self.n_input_dims
-        return {"scale": self.scale, "offset": self.offset}
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        return {"scale": check_float(cls.otype, "scale", config["scale"]),
+                "offset": check_float(cls.otype, "offset", config["offset"])}
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.scale + self.offset
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return n_input_dims
+
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
+        return x * self._config["scale"] + self._config["offset"]

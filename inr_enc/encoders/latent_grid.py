@@ -15,7 +15,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import Encoder, check_int, config_error, seeded_generator
+from ..config.checks import check_int, config_error
+from .base import Encoder, seeded_generator
+from .registry import register_encoder
 
 MAX_FREQUENCY = 1024.0  # w = exp(linspace(0, ln 1024, n)) (data/image.py, data/audio.py)
 FOURIER_DIMS = 16  # config.py 'fourier_dim': cos and sin of every frequency of every coordinate
@@ -52,6 +54,7 @@ def conv_upsampler(n_dims: int, channels: list[int], scale_factors: list[int]) -
     return nn.Sequential(*layers)
 
 
+@register_encoder()
 class LatentGrid(Encoder):
     """``{"otype": "LatentGrid", "resolution": [256, 256], "n_latent_channels": 128, "n_hidden_channels": 64,
     "n_features": 16, "scale_factors": [4, 2, 2], "n_frequencies": null, "patches": null, "seed": 1337}``.
@@ -80,29 +83,40 @@ class LatentGrid(Encoder):
     """
 
     otype = "LatentGrid"
+    sized_by_signal = "resolution"
     max_input_dims = 2
     defaults = {
         "resolution": None, "n_latent_channels": 128, "n_hidden_channels": 64, "n_features": 16,
         "scale_factors": [4, 2, 2], "n_frequencies": None, "patches": None, "seed": 1337,
     }
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        name, d = self.otype, self.n_input_dims
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        name, d = cls.otype, n_input_dims
         resolution = config["resolution"] if config["resolution"] is not None else DEFAULT_RESOLUTION[d]
-        self.resolution = _int_list(name, "resolution", resolution, d, 1)
-        channels = [check_int(name, key, config[key], 1) for key in ("n_latent_channels", "n_hidden_channels", "n_features")]
+        channels = {key: check_int(name, key, config[key], 1) for key in ("n_latent_channels", "n_hidden_channels", "n_features")}
         scales = config["scale_factors"]
         if not isinstance(scales, (list, tuple)) or len(scales) != 3:
             raise config_error(name, f"'scale_factors' must list the 3 upsampling factors, got {scales!r}")
-        scales = [check_int(name, "scale_factors", s, 1) for s in scales]
         n_freq = config["n_frequencies"] if config["n_frequencies"] is not None else FOURIER_DIMS // (2 * d)
-        n_freq = check_int(name, "n_frequencies", n_freq, 0, 64)
-        self.patches = _int_list(name, "patches", config["patches"] if config["patches"] is not None else 1, d, 1)
-        seed = check_int(name, "seed", config["seed"], 0)
+        return {
+            "resolution": _int_list(name, "resolution", resolution, d, 1), **channels,
+            "scale_factors": [check_int(name, "scale_factors", s, 1) for s in scales],
+            "n_frequencies": check_int(name, "n_frequencies", n_freq, 0, 64),
+            "patches": _int_list(name, "patches", config["patches"] if config["patches"] is not None else 1, d, 1),
+            "seed": check_int(name, "seed", config["seed"], 0),
+        }
 
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return 2 * n_input_dims * config["n_frequencies"] + config["n_features"]
+
+    def _build(self, config: dict[str, Any]) -> None:
+        d, scales, self.resolution, self.patches = self.n_input_dims, config["scale_factors"], config["resolution"], config["patches"]
+        channels = [config[key] for key in ("n_latent_channels", "n_hidden_channels", "n_features")]
         downsample = math.prod(scales)
         latent_size = [-(-r // downsample) for r in reversed(self.resolution)]  # ceil, spatial axes [.., H, W]
-        gen = seeded_generator(seed)
+        gen = seeded_generator(config["seed"])
         self.latent = nn.Parameter(torch.randn(channels[0], *latent_size, generator=gen) * LATENT_INIT_STD)
         self.upsampler = conv_upsampler(d, channels, scales)
         with torch.no_grad():
@@ -110,14 +124,7 @@ class LatentGrid(Encoder):
                 bound = 1 / math.sqrt(conv.weight[0].numel())
                 conv.weight.copy_((torch.rand(conv.weight.shape, generator=gen) * 2 - 1) * bound)
                 conv.bias.copy_((torch.rand(conv.bias.shape, generator=gen) * 2 - 1) * bound)
-        self.n_frequencies = n_freq
-        self.n_features = channels[2]
-        self.n_output_dims = 2 * d * n_freq + channels[2]
-        return {
-            "resolution": self.resolution, "n_latent_channels": channels[0], "n_hidden_channels": channels[1],
-            "n_features": channels[2], "scale_factors": scales, "n_frequencies": n_freq, "patches": self.patches,
-            "seed": seed,
-        }
+        self.n_frequencies, self.n_features = config["n_frequencies"], channels[2]
 
     def feature_map(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The upsampled map [n_features, *reversed(resolution)] (images [C, H, W]) in ``dtype``."""
@@ -154,5 +161,5 @@ class LatentGrid(Encoder):
         phase = math.pi * ((2 * local - 1)[:, :, None] * w).reshape(x.shape[0], self.n_input_dims * self.n_frequencies)
         return torch.cat([torch.cos(phase), torch.sin(phase)], dim=-1)
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         return torch.cat([self.fourier(x), self.read(self.feature_map(x.dtype), x)], dim=-1)

@@ -9,7 +9,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from .base import Encoder, check_float, check_int, config_error, seeded_generator
+from ..config.checks import check_float, check_int, config_error
+from .base import Encoder, seeded_generator
+from .registry import register_encoder
 from .random_fourier import fourier_features
 
 
@@ -17,6 +19,7 @@ def _uniform(shape: tuple[int, ...], bound: float, generator: torch.Generator) -
     return nn.Parameter((torch.rand(shape, generator=generator) * 2 - 1) * bound)
 
 
+@register_encoder()
 class LearnableFourier(Encoder):
     """``{"otype": "LearnableFourier", "n_features": 128, "sigma": 10.0, "n_hidden": 32,
     "n_output": 64, "seed": 1337}``.
@@ -31,25 +34,31 @@ class LearnableFourier(Encoder):
     otype = "LearnableFourier"
     defaults = {"n_features": 128, "sigma": 10.0, "n_hidden": 32, "n_output": 64, "seed": 1337}
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        n_features = check_int(self.otype, "n_features", config["n_features"], 2)
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        n_features = check_int(cls.otype, "n_features", config["n_features"], 2)
         if n_features % 2:
-            raise config_error(self.otype, f"'n_features' (cos and sin halves) must be even, got {n_features}")
-        sigma = check_float(self.otype, "sigma", config["sigma"], 0.0)
-        n_hidden = check_int(self.otype, "n_hidden", config["n_hidden"], 1)
-        n_output = check_int(self.otype, "n_output", config["n_output"], 1)
-        seed = check_int(self.otype, "seed", config["seed"], 0)
-        gen = seeded_generator(seed)
+            raise config_error(cls.otype, f"'n_features' (cos and sin halves) must be even, got {n_features}")
+        return {"n_features": n_features, "sigma": check_float(cls.otype, "sigma", config["sigma"], 0.0),
+                "n_hidden": check_int(cls.otype, "n_hidden", config["n_hidden"], 1),
+                "n_output": check_int(cls.otype, "n_output", config["n_output"], 1),
+                "seed": check_int(cls.otype, "seed", config["seed"], 0)}
+
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return config["n_output"]
+
+    def _build(self, config: dict[str, Any]) -> None:
+        n_features, sigma, n_hidden, n_output = (config[k] for k in ("n_features", "sigma", "n_hidden", "n_output"))
+        gen = seeded_generator(config["seed"])
         self.frequencies = nn.Parameter(torch.randn(n_features // 2, self.n_input_dims, generator=gen) * sigma)
         self.feature_scale = 1.0 / math.sqrt(n_features)
         self.hidden_weight = _uniform((n_hidden, n_features), 1 / math.sqrt(n_features), gen)
         self.hidden_bias = _uniform((n_hidden,), 1 / math.sqrt(n_features), gen)
         self.output_weight = _uniform((n_output, n_hidden), 1 / math.sqrt(n_hidden), gen)
         self.output_bias = _uniform((n_output,), 1 / math.sqrt(n_hidden), gen)
-        self.n_output_dims = n_output
-        return {"n_features": n_features, "sigma": sigma, "n_hidden": n_hidden, "n_output": n_output, "seed": seed}
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         dtype = x.dtype
         r = fourier_features(x, self.frequencies) * self.feature_scale
         h = nn.functional.gelu(nn.functional.linear(r, self.hidden_weight.to(dtype), self.hidden_bias.to(dtype)))

@@ -7,7 +7,9 @@ from typing import Any
 
 import torch
 
-from .base import Encoder, check_bool, check_choice, check_int
+from ..config.checks import check_bool, check_choice, check_int
+from .base import Encoder
+from .registry import register_encoder
 
 # The factor in front of 2^k: tcnn's Frequency uses pi, nerfstudio's torch NeRFEncoding and Tancik et al.
 # use 2 pi, the original NeRF code (get_embedder) uses 1.
@@ -24,6 +26,7 @@ def nerf_encoding(x: torch.Tensor, n_frequencies: int, scale: float, include_inp
     return torch.cat([x, encoded], dim=-1) if include_input else encoded
 
 
+@register_encoder()
 class NeRF(Encoder):
     """``{"otype": "NeRF", "n_frequencies": 10, "scale": "pi" | "2pi" | "1", "include_input": true}``.
 
@@ -33,13 +36,23 @@ class NeRF(Encoder):
     otype = "NeRF"
     defaults = {"n_frequencies": 10, "scale": "2pi", "include_input": True}
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        self.n_frequencies = check_int(self.otype, "n_frequencies", config["n_frequencies"], 1, 64)
-        scale_name = check_choice(self.otype, "scale", str(config["scale"]), SCALES)
-        self.scale = SCALES[scale_name]
-        self.include_input = check_bool(self.otype, "include_input", config["include_input"])
-        self.n_output_dims = self.n_input_dims * (2 * self.n_frequencies + int(self.include_input))
-        return {"n_frequencies": self.n_frequencies, "scale": scale_name, "include_input": self.include_input}
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        return {"n_frequencies": check_int(cls.otype, "n_frequencies", config["n_frequencies"], 1, 64),
+                "scale": check_choice(cls.otype, "scale", str(config["scale"]), SCALES),
+                "include_input": check_bool(cls.otype, "include_input", config["include_input"])}
+
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return n_input_dims * (2 * config["n_frequencies"] + int(config["include_input"]))
+
+    @classmethod
+    def band_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return config["n_frequencies"]
+
+    def _build(self, config: dict[str, Any]) -> None:
+        self.n_frequencies, self.scale = config["n_frequencies"], SCALES[config["scale"]]
+        self.include_input = config["include_input"]
 
     def output_bands(self) -> torch.Tensor:
         """The raw input (if included) is always on; then sin and cos blocks, d wide, per frequency."""
@@ -47,5 +60,5 @@ class NeRF(Encoder):
         bands = torch.arange(2 * self.n_frequencies * d) // (2 * d)
         return torch.cat([torch.full((d,), -1), bands]) if self.include_input else bands
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         return nerf_encoding(x, self.n_frequencies, self.scale, self.include_input)

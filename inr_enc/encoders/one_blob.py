@@ -6,7 +6,9 @@ from typing import Any
 
 import torch
 
-from .base import Encoder, check_int, config_error
+from ..config.checks import check_int, config_error
+from .base import Encoder
+from .registry import register_encoder
 
 
 def quartic_cdf(t: torch.Tensor, inv_radius: float) -> torch.Tensor:
@@ -27,19 +29,24 @@ def one_blob_encoding(x: torch.Tensor, n_bins: int) -> torch.Tensor:
     return (cdf[..., 1:] - cdf[..., :-1]).reshape(x.shape[0], x.shape[1] * n_bins)
 
 
+@register_encoder()
 class OneBlob(Encoder):
     """``{"otype": "OneBlob", "n_bins": 16}`` (n_bins a power of two): x: [..., d] -> [..., n_bins * d] in [0, 1]."""
 
     otype = "OneBlob"
-    tcnn_compatible = True
+    supported_backends = frozenset({"torch", "tcnn"})
     defaults = {"n_bins": 16}
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        self.n_bins = check_int(self.otype, "n_bins", config["n_bins"], 1, 1 << 16)
-        if self.n_bins & (self.n_bins - 1):
-            raise config_error(self.otype, f"'n_bins' must be a power of 2 (as in tcnn), got {self.n_bins}")
-        self.n_output_dims = self.n_input_dims * self.n_bins
-        return {"n_bins": self.n_bins}
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        n_bins = check_int(cls.otype, "n_bins", config["n_bins"], 1, 1 << 16)
+        if n_bins & (n_bins - 1):
+            raise config_error(cls.otype, f"'n_bins' must be a power of 2 (as in tcnn), got {n_bins}")
+        return {"n_bins": n_bins}
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
-        return one_blob_encoding(x, self.n_bins)
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return n_input_dims * config["n_bins"]
+
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
+        return one_blob_encoding(x, self._config["n_bins"])

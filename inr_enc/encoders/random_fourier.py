@@ -8,7 +8,9 @@ from typing import Any
 
 import torch
 
-from .base import Encoder, check_float, check_int, seeded_generator
+from ..config.checks import check_float, check_int
+from .base import Encoder, seeded_generator
+from .registry import register_encoder
 
 
 def fourier_features(x: torch.Tensor, frequencies: torch.Tensor) -> torch.Tensor:
@@ -17,6 +19,7 @@ def fourier_features(x: torch.Tensor, frequencies: torch.Tensor) -> torch.Tensor
     return torch.cat([torch.cos(projected), torch.sin(projected)], dim=-1)
 
 
+@register_encoder()
 class RandomFourier(Encoder):
     """``{"otype": "RandomFourier", "n_features": 256, "sigma": 10.0, "seed": 1337}``.
 
@@ -27,14 +30,20 @@ class RandomFourier(Encoder):
     otype = "RandomFourier"
     defaults = {"n_features": 256, "sigma": 10.0, "seed": 1337}
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        n_features = check_int(self.otype, "n_features", config["n_features"], 1)
-        sigma = check_float(self.otype, "sigma", config["sigma"], 0.0)
-        seed = check_int(self.otype, "seed", config["seed"], 0)
-        frequencies = torch.randn(n_features, self.n_input_dims, generator=seeded_generator(seed)) * sigma
-        self.register_buffer("frequencies", frequencies)
-        self.n_output_dims = 2 * n_features
-        return {"n_features": n_features, "sigma": sigma, "seed": seed}
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        return {"n_features": check_int(cls.otype, "n_features", config["n_features"], 1),
+                "sigma": check_float(cls.otype, "sigma", config["sigma"], 0.0),
+                "seed": check_int(cls.otype, "seed", config["seed"], 0)}
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return 2 * config["n_features"]
+
+    def _build(self, config: dict[str, Any]) -> None:
+        generator = seeded_generator(config["seed"])
+        frequencies = torch.randn(config["n_features"], self.n_input_dims, generator=generator) * config["sigma"]
+        self.register_buffer("frequencies", frequencies)
+
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         return fourier_features(x, self.frequencies)

@@ -8,7 +8,9 @@ from typing import Any
 
 import torch
 
-from .base import Encoder, check_choice, check_float, check_int, config_error
+from ..config.checks import check_choice, check_float, check_int, config_error
+from .base import Encoder
+from .registry import register_encoder
 
 BASES = ("gaussian", "triangle", "box", "impulse", "sinc")
 AXES = ("separable", "diagonal")
@@ -101,6 +103,7 @@ def max_axis_norm(n_bases: int, basis: str, width: float | None) -> float:
     return math.sqrt(max(_lattice_max_norm2(k, m, basis, width, s) for s in shifts))
 
 
+@register_encoder()
 class ShiftedBasis(Encoder):
     """``{"otype": "ShiftedBasis", "n_bases": 128, "basis": "gaussian", "width": null, "axes": "separable"}``.
 
@@ -121,25 +124,31 @@ class ShiftedBasis(Encoder):
     otype = "ShiftedBasis"
     defaults = {"n_bases": 128, "basis": "gaussian", "width": None, "axes": "separable"}
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        k = check_int(self.otype, "n_bases", config["n_bases"], 1)
-        basis = check_choice(self.otype, "basis", config["basis"], BASES)
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        k = check_int(cls.otype, "n_bases", config["n_bases"], 1)
+        basis = check_choice(cls.otype, "basis", config["basis"], BASES)
         width = config["width"]
         if basis == "impulse":
             if width is not None:
-                raise config_error(self.otype, f"'width' is not used by basis 'impulse'; leave it null, got {width!r}")
+                raise config_error(cls.otype, f"'width' is not used by basis 'impulse'; leave it null, got {width!r}")
         elif width is None:
             width = DEFAULT_WIDTH[basis] / k
         else:
-            width = check_float(self.otype, "width", width, 0.0, low_inclusive=False)
-        axes = check_choice(self.otype, "axes", config["axes"], AXES)
-        if axes == "diagonal" and self.n_input_dims != 2:
-            raise config_error(self.otype, f"'axes' \"diagonal\" needs exactly 2 input dims, got {self.n_input_dims}")
-        self.n_bases, self.basis, self.width, self.axes = k, basis, width, axes
-        self.n_axes = 4 if axes == "diagonal" else self.n_input_dims
-        self.scale = 1.0 / (math.sqrt(self.n_axes) * max_axis_norm(k, basis, width))
-        self.n_output_dims = self.n_axes * k
+            width = check_float(cls.otype, "width", width, 0.0, low_inclusive=False)
+        axes = check_choice(cls.otype, "axes", config["axes"], AXES)
+        if axes == "diagonal" and n_input_dims != 2:
+            raise config_error(cls.otype, f"'axes' \"diagonal\" needs exactly 2 input dims, got {n_input_dims}")
         return {"n_bases": k, "basis": basis, "width": width, "axes": axes}
+
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return (4 if config["axes"] == "diagonal" else n_input_dims) * config["n_bases"]
+
+    def _build(self, config: dict[str, Any]) -> None:
+        self.n_bases, self.basis, self.width, self.axes = (config[k] for k in ("n_bases", "basis", "width", "axes"))
+        self.n_axes = self.n_output_dims // self.n_bases
+        self.scale = 1.0 / (math.sqrt(self.n_axes) * max_axis_norm(self.n_bases, self.basis, self.width))
 
     def axis_coords(self, x: torch.Tensor) -> torch.Tensor:
         """x: [N, d] -> [N, n_axes]: the inputs, then for "diagonal" (x + y) / 2 and (x - y + 1) / 2 (in [0, 1])."""
@@ -148,6 +157,6 @@ class ShiftedBasis(Encoder):
         u, v = x[:, 0:1], x[:, 1:2]
         return torch.cat([u, v, (u + v) / 2, (u - v + 1) / 2], dim=1)
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         phi = shifted_basis(self.axis_coords(x), self.n_bases, self.basis, self.width)
         return (phi * self.scale).reshape(x.shape[0], self.n_output_dims)

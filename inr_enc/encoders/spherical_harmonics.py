@@ -14,7 +14,9 @@ from typing import Any
 
 import torch
 
-from .base import Encoder, check_int, config_error
+from ..config.checks import check_int, config_error
+from .base import Encoder
+from .registry import register_encoder
 
 MAX_DEGREE = 8  # tcnn's sh_enc stops at 64 outputs.
 
@@ -56,19 +58,26 @@ def spherical_harmonics_encoding(x: torch.Tensor, degree: int) -> torch.Tensor:
     return torch.stack(outputs, dim=-1)
 
 
+@register_encoder()
 class SphericalHarmonics(Encoder):
     """``{"otype": "SphericalHarmonics", "degree": 4}``: x: [..., 3] -> [..., degree^2], degree in 1..8."""
 
     otype = "SphericalHarmonics"
-    tcnn_compatible = True
+    supported_backends = frozenset({"torch", "tcnn"})
     defaults = {"degree": 4}
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        if self.n_input_dims != 3:
-            raise config_error(self.otype, f"encodes 3D directions only; n_input_dims must be 3, got {self.n_input_dims}")
-        self.degree = check_int(self.otype, "degree", config["degree"], 1, MAX_DEGREE)
-        self.n_output_dims = self.degree**2
-        return {"degree": self.degree}
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        if n_input_dims != 3:
+            raise config_error(cls.otype, f"encodes 3D directions only; n_input_dims must be 3, got {n_input_dims}")
+        return {"degree": check_int(cls.otype, "degree", config["degree"], 1, MAX_DEGREE)}
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return config["degree"] ** 2
+
+    def _build(self, config: dict[str, Any]) -> None:
+        self.degree = config["degree"]
+
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         return spherical_harmonics_encoding(x, self.degree)

@@ -6,7 +6,9 @@ from typing import Any
 
 import torch
 
-from .base import Encoder, check_int
+from ..config.checks import check_int
+from .base import Encoder
+from .registry import register_encoder
 
 
 def triangle_wave_encoding(x: torch.Tensor, n_frequencies: int) -> torch.Tensor:
@@ -18,21 +20,32 @@ def triangle_wave_encoding(x: torch.Tensor, n_frequencies: int) -> torch.Tensor:
     return ((v - torch.floor(v) - 0.5).abs() * 4 - 1).reshape(x.shape[0], x.shape[1] * n_frequencies)
 
 
+@register_encoder()
 class TriangleWave(Encoder):
     """``{"otype": "TriangleWave", "n_frequencies": 12}``: x: [..., d] -> [..., F * d] in [-1, 1]."""
 
     otype = "TriangleWave"
-    tcnn_compatible = True
+    supported_backends = frozenset({"torch", "tcnn"})
     defaults = {"n_frequencies": 12}
 
-    def _setup(self, config: dict[str, Any]) -> dict[str, Any]:
-        self.n_frequencies = check_int(self.otype, "n_frequencies", config["n_frequencies"], 1, 64)
-        self.n_output_dims = self.n_input_dims * self.n_frequencies
-        return {"n_frequencies": self.n_frequencies}
+    @classmethod
+    def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
+        return {"n_frequencies": check_int(cls.otype, "n_frequencies", config["n_frequencies"], 1, 64)}
+
+    @classmethod
+    def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return n_input_dims * config["n_frequencies"]
+
+    @classmethod
+    def band_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return config["n_frequencies"]
+
+    def _build(self, config: dict[str, Any]) -> None:
+        self.n_frequencies = config["n_frequencies"]
 
     def output_bands(self) -> torch.Tensor:
         """Output j (dim-major) has period 2^(1 - j mod F)."""
         return torch.arange(self.n_output_dims) % self.n_frequencies
 
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
+    def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         return triangle_wave_encoding(x, self.n_frequencies)

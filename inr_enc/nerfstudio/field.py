@@ -4,11 +4,11 @@ density, geometry features = network(encoding(x)), x the sample position scaled 
 colour = color_network(direction_encoding(d), geometry features), d the unit view direction mapped to [0, 1]^3
 (tcnn's convention for SphericalHarmonics). Density is trunc_exp of the first output (exp with its gradient
 clamped, as nerfstudio and Instant-NGP do) and zero outside the scene box; colour has a sigmoid.
-A Hybrid encoding (Hyb-NeRF) gets each sample's frustum Gaussian (nerfstudio's ``Frustums.get_gaussian_blob``,
-cone radius sqrt(pixel_area / pi)) in [0, 1] units, so its Fourier levels are cone traced. ``density_fn`` (what
-the occupancy grid and the sampler's skipping read) takes points, so there a Hybrid is read without a footprint;
-the rendered densities are cone traced. A Hybrid wrapped in another encoder (Progressive, Composite) is read at
-points.
+An encoding that reads covariances (``uses_cov``: Hybrid, Hyb-NeRF, also nested in Progressive or Composite) gets
+each sample's frustum Gaussian (nerfstudio's ``Frustums.get_gaussian_blob``, cone radius sqrt(pixel_area / pi)) in
+[0, 1] units, so its Fourier levels are cone traced. ``density_fn`` (what the occupancy grid and the sampler's
+skipping read) takes points, so there such an encoding is read without a footprint; the rendered densities are
+cone traced.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from nerfstudio.field_components.activations import trunc_exp
 from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.fields.base_field import Field, get_normalized_directions
 
-from ..encoders import Hybrid, build_encoder
-from ..networks import build_network
-from ..networks.mlp import MLP
+from ..encoders import build_encoder
+from ..networks import MLP, build_network
 
 
 class EncodedRadianceField(Field):
@@ -43,7 +42,7 @@ class EncodedRadianceField(Field):
         self.direction_encoder = build_encoder(direction_encoding, 3, backend)
         color = {**color_network, "output_activation": "Sigmoid"}
         self.color_network = MLP(self.direction_encoder.n_output_dims + geo_feat_dim, 3, color)
-        self.cone_traced = isinstance(self.position_encoder, Hybrid)
+        self.cone_traced = self.position_encoder.uses_cov
 
     def _unit(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """World positions [..., 3] -> ([..., 3] in [0, 1] inside the box, [..., 1] inside mask)."""
@@ -52,8 +51,7 @@ class EncodedRadianceField(Field):
 
     def _density(self, x: torch.Tensor, inside: torch.Tensor, cov: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-        features = self.position_encoder(x, cov) if cov is not None else self.position_encoder(x)
-        h = self.density_network(features)
+        h = self.density_network(self.position_encoder(x, cov))
         density = trunc_exp(h[..., :1].float()) * inside
         return density, h[..., 1:]
 

@@ -1,5 +1,5 @@
 """A nerfstudio Model around :class:`EncodedRadianceField`, sampled through an Instant-NGP occupancy grid in plain
-torch (``inr_enc.tasks.occupancy``), so it trains and renders on CPU as well as on CUDA.
+torch (``inr_enc.nerf.occupancy``), so it trains and renders on CPU as well as on CUDA.
 
 Per batch of rays: march the occupied cells with a fixed step, front to back, evaluating density alone (no
 autograd) and keeping the samples a ray still sees (transmittance > ``early_stop_eps``, Instant-NGP's early ray
@@ -23,14 +23,14 @@ from nerfstudio.models.base_model import Model, ModelConfig
 from nerfstudio.utils import colormaps
 from torch import nn
 from torch.profiler import record_function
-from torchmetrics.functional import structural_similarity_index_measure
 
 from ..config import load_config
-from ..encoders.progressive import set_training_step
+from ..config.schema import FIELD_KEYS, RUN_KEYS, resolve_field
+from ..metrics import psnr, ssim
+from ..nerf.occupancy import OccupancyGrid
+from ..nerf.volume_rendering import accumulate, render_weights
+from ..ops.schedules import set_training_step
 from ..optim import grid_tables
-from ..tasks.fitting import psnr
-from ..tasks.occupancy import OccupancyGrid
-from ..tasks.volume_rendering import accumulate, render_weights
 from .field import EncodedRadianceField
 
 # Instant-NGP's field (Müller et al. 2022, §5.4), sized for CPU: 16 levels from 16 to 512 cells (enough for
@@ -42,13 +42,11 @@ SPHERICAL_HARMONICS = {"otype": "SphericalHarmonics", "degree": 4}
 COLOR_NETWORK = {"otype": "FullyFusedMLP", "activation": "ReLU", "n_neurons": 64, "n_hidden_layers": 2}
 
 
-FIELD_CONFIG_KEYS = ("encoding", "network", "training", "seed")  # an inr-fit config; training and seed are unused
+def resolve_encoding_config(text: str, geo_feat_dim: int) -> dict[str, Any]:
+    """``--pipeline.model.encoding-config``: JSON text, a .json/.yaml file or an inr_enc config name -> a resolved
+    field config {"encoding"[, "network"]} for 3D positions, checked by the run-config schema (config/schema.py).
 
-
-def resolve_encoding_config(text: str) -> dict[str, Any]:
-    """``--pipeline.model.encoding-config``: JSON text, a .json/.yaml file or an inr_enc config name -> config.
-
-    The result is an encoding config, or a field config with "encoding" (and optionally "network") keys; an
+    The text holds an encoding config, or a field config with "encoding" (and optionally "network") keys; an
     inr-fit config's "training" and "seed" are accepted and unused."""
     if text.lstrip().startswith("{"):
         try:
@@ -60,10 +58,13 @@ def resolve_encoding_config(text: str) -> dict[str, Any]:
     if not isinstance(config, dict) or not ("otype" in config or "encoding" in config):
         raise ValueError("encoding_config: expected an encoding config (with 'otype') or a field config "
                          "(with 'encoding')")
-    unknown = sorted(set(config) - set(FIELD_CONFIG_KEYS)) if "encoding" in config else []
+    if "otype" in config:
+        return {"encoding": resolve_field({"encoding": config}, 3, 1 + geo_feat_dim)["encoding"]}
+    unknown = sorted(set(config) - set(RUN_KEYS))
     if unknown:
-        raise ValueError(f"encoding_config: unknown field config keys {unknown}; expected {list(FIELD_CONFIG_KEYS)}")
-    return config
+        raise ValueError(f"encoding_config: unknown field config keys {unknown}; expected {list(RUN_KEYS)}")
+    resolved = resolve_field({key: config[key] for key in FIELD_KEYS if key in config}, 3, 1 + geo_feat_dim)
+    return {key: resolved[key] for key in FIELD_KEYS if key in config}
 
 
 @dataclass
@@ -119,8 +120,8 @@ class InrNerfModelConfig(ModelConfig):
         if failed:
             raise ValueError(f"InrNerfModelConfig: need {', '.join(failed)}")
         if self.encoding_config is not None:
-            config = resolve_encoding_config(self.encoding_config)
-            self.encoding = dict(config.get("encoding", config))
+            config = resolve_encoding_config(self.encoding_config, self.geo_feat_dim)
+            self.encoding = dict(config["encoding"])
             if "network" in config:
                 self.network = dict(config["network"])
             self.encoding_config = None  # resolved: the saved config.yml holds the dicts themselves
@@ -229,8 +230,7 @@ class InrNerfModel(Model):
         """outputs, batch: one image [H, W, C] -> metrics {psnr, ssim[, lpips]} and images {img, accumulation, depth}."""
         image, rgb = self._target_image(batch["image"]), outputs["rgb"].clamp(0, 1)
         pair = (rgb.movedim(-1, 0)[None], image.movedim(-1, 0)[None])  # [1, 3, H, W]
-        metrics = {"psnr": psnr(float(torch.mean((rgb - image) ** 2)), 1.0),
-                   "ssim": float(structural_similarity_index_measure(*pair, data_range=1.0))}
+        metrics = {"psnr": psnr(float(torch.mean((rgb - image) ** 2)), 1.0), "ssim": ssim(rgb, image)}
         lpips = self.extra_metrics["lpips"]
         if lpips is not None:
             metrics["lpips"] = float(lpips.to(self.device)(*pair))

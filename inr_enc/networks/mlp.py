@@ -8,8 +8,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..encoders.base import check_bool, check_choice, check_float, check_int, check_keys, config_error, seeded_generator
-from .activations import ACTIVATIONS, PERIODIC, spder, spder_arctan
+from ..config.checks import check_bool, check_choice, check_float, check_int, config_error
+from ..encoders.base import Encoder, EncoderSpec, seeded_generator
+from .activations import ACTIVATIONS, PERIODIC, spder_arctan
+from .base import Network
+from .registry import register_network
 
 OTYPES = ("MLP", "FullyFusedMLP", "CutlassMLP")
 DEFAULTS: dict[str, Any] = {
@@ -18,7 +21,8 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-class MLP(nn.Module):
+@register_network("FullyFusedMLP", "CutlassMLP")
+class MLP(Network):
     """``{"otype": "FullyFusedMLP" | "CutlassMLP" | "MLP", "n_neurons": 64, "n_hidden_layers": 2,
     "activation": "ReLU", "output_activation": "None"}`` (tcnn's keys) and, for "Sine"/"SPDER":
     ``omega_0`` (30), ``first_omega_0`` (defaults to omega_0; SIREN uses 3000 for audio), ``spder_variant``
@@ -31,43 +35,45 @@ class MLP(nn.Module):
     drawn from ``seed``. x: [..., n_input_dims] -> [..., n_output_dims].
     """
 
-    def __init__(self, n_input_dims: int, n_output_dims: int, config: dict | None = None) -> None:
-        super().__init__()
-        config = {**DEFAULTS, **(config or {})}
-        check_keys("network", config, DEFAULTS)
-        otype = check_choice("network", "otype", config["otype"], OTYPES)
-        self.n_input_dims = check_int("network", "n_input_dims", n_input_dims, 1)
-        self.n_output_dims = check_int("network", "n_output_dims", n_output_dims, 1)
-        n_neurons = check_int("network", "n_neurons", config["n_neurons"], 1)
-        n_hidden = check_int("network", "n_hidden_layers", config["n_hidden_layers"], 0)
-        self.activation = check_choice("network", "activation", config["activation"], ACTIVATIONS)
-        self.output_activation = check_choice("network", "output_activation", config["output_activation"], ACTIVATIONS)
-        self.omega_0 = check_float("network", "omega_0", config["omega_0"], 0.0, low_inclusive=False)
-        first = config["first_omega_0"] if config["first_omega_0"] is not None else self.omega_0
-        self.first_omega_0 = check_float("network", "first_omega_0", first, 0.0, low_inclusive=False)
-        spder_variant = check_choice("network", "spder_variant", config["spder_variant"], ("sqrt", "arctan"))
-        periodic = self.activation in PERIODIC
-        input_map = config["input_map"] if config["input_map"] is not None else ("signed" if periodic else "none")
-        self.input_map = check_choice("network", "input_map", input_map, ("signed", "none"))
-        bias = check_bool("network", "bias", config["bias"])
-        seed = check_int("network", "seed", config["seed"], 0)
-        if not periodic and (config["first_omega_0"] is not None or config["omega_0"] != DEFAULTS["omega_0"]):
-            raise config_error("network", f"'omega_0' and 'first_omega_0' apply to Sine and SPDER, not {self.activation}")
-        if spder_variant != "sqrt" and self.activation != "SPDER":
-            raise config_error("network", f"'spder_variant' applies to SPDER, not {self.activation}")
+    otype = "MLP"
+    defaults = DEFAULTS
 
-        widths = [self.n_input_dims] + [n_neurons] * n_hidden + [self.n_output_dims]
-        self.layers = nn.ModuleList(nn.Linear(a, b, bias=bias) for a, b in zip(widths[:-1], widths[1:]))
-        self._hidden_fn = ACTIVATIONS[self.activation]
-        if self.activation == "SPDER" and spder_variant == "arctan":
-            self._hidden_fn = spder_arctan
-        self._init(seeded_generator(seed), periodic)
-        self.config = {
-            "otype": otype, "n_neurons": n_neurons, "n_hidden_layers": n_hidden, "activation": self.activation,
-            "output_activation": self.output_activation, "omega_0": self.omega_0,
-            "first_omega_0": self.first_omega_0 if periodic else None, "spder_variant": spder_variant,
-            "input_map": self.input_map, "bias": bias, "seed": seed,
+    @classmethod
+    def _resolve(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                 encoder: EncoderSpec | None) -> dict[str, Any]:
+        otype = check_choice("network", "otype", config["otype"], OTYPES)
+        activation = check_choice("network", "activation", config["activation"], ACTIVATIONS)
+        omega_0 = check_float("network", "omega_0", config["omega_0"], 0.0, low_inclusive=False)
+        first = config["first_omega_0"] if config["first_omega_0"] is not None else omega_0
+        first_omega_0 = check_float("network", "first_omega_0", first, 0.0, low_inclusive=False)
+        spder_variant = check_choice("network", "spder_variant", config["spder_variant"], ("sqrt", "arctan"))
+        periodic = activation in PERIODIC
+        input_map = config["input_map"] if config["input_map"] is not None else ("signed" if periodic else "none")
+        if not periodic and (config["first_omega_0"] is not None or config["omega_0"] != DEFAULTS["omega_0"]):
+            raise config_error("network", f"'omega_0' and 'first_omega_0' apply to Sine and SPDER, not {activation}")
+        if spder_variant != "sqrt" and activation != "SPDER":
+            raise config_error("network", f"'spder_variant' applies to SPDER, not {activation}")
+        return {
+            "otype": otype, "n_neurons": check_int("network", "n_neurons", config["n_neurons"], 1),
+            "n_hidden_layers": check_int("network", "n_hidden_layers", config["n_hidden_layers"], 0),
+            "activation": activation,
+            "output_activation": check_choice("network", "output_activation", config["output_activation"], ACTIVATIONS),
+            "omega_0": omega_0, "first_omega_0": first_omega_0 if periodic else None, "spder_variant": spder_variant,
+            "input_map": check_choice("network", "input_map", input_map, ("signed", "none")),
+            "bias": check_bool("network", "bias", config["bias"]), "seed": check_int("network", "seed", config["seed"], 0),
         }
+
+    def _build(self, config: dict[str, Any], encoder: Encoder | None) -> None:
+        self.activation, self.output_activation = config["activation"], config["output_activation"]
+        self.omega_0, self.input_map = config["omega_0"], config["input_map"]
+        periodic = self.activation in PERIODIC
+        self.first_omega_0 = config["first_omega_0"] if periodic else self.omega_0
+        widths = [self.n_input_dims] + [config["n_neurons"]] * config["n_hidden_layers"] + [self.n_output_dims]
+        self.layers = nn.ModuleList(nn.Linear(a, b, bias=config["bias"]) for a, b in zip(widths[:-1], widths[1:]))
+        self._hidden_fn = ACTIVATIONS[self.activation]
+        if self.activation == "SPDER" and config["spder_variant"] == "arctan":
+            self._hidden_fn = spder_arctan
+        self._init(seeded_generator(config["seed"]), periodic)
 
     def _init(self, generator: torch.Generator, periodic: bool) -> None:
         with torch.no_grad():
@@ -97,5 +103,3 @@ class MLP(nn.Module):
             h = self._hidden_fn(z)
         return ACTIVATIONS[self.output_activation](self.layers[-1](h))
 
-
-__all__ = ["MLP", "spder", "spder_arctan"]

@@ -10,17 +10,21 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
-from ..encoders.base import check_int, check_keys, config_error, seeded_generator
+from ..config.checks import check_int, config_error
+from ..encoders.base import Encoder, EncoderSpec, seeded_generator
 from ..encoders.latent_grid import patch_cells
+from .base import Network
 from .mlp import DEFAULTS as MLP_DEFAULTS
 from .mlp import MLP
+from .registry import register_network
 
 DEFAULTS: dict[str, Any] = {
     **MLP_DEFAULTS, "otype": "PatchMLP", "patches": [4, 4], "n_neurons": 32, "n_hidden_layers": 3, "activation": "Sine",
 }
 
 
-class PatchMLP(nn.Module):
+@register_network()
+class PatchMLP(Network):
     """``{"otype": "PatchMLP", "patches": [4, 4], "n_neurons": 32, "n_hidden_layers": 3, "activation": "Sine", ...}``:
     every key of ``MLP`` (same meaning, defaults SIREN 3 x 32, omega_0 30) plus ``patches``, the number of
     patches per coordinate dim (an int for 1D), e.g. [4, 4] splits a 256^2 image into 64^2 patches.
@@ -34,32 +38,38 @@ class PatchMLP(nn.Module):
     [P, max group size, n_input_dims] (zero padded) and run through the MLP's own forward, vmapped over patches.
     """
 
+    otype = "PatchMLP"
+    defaults = DEFAULTS
     reads_coordinates = True  # Field passes the coordinates along with the features
 
-    def __init__(self, n_input_dims: int, n_output_dims: int, config: dict | None = None) -> None:
-        super().__init__()
-        config = {**DEFAULTS, **(config or {})}
-        check_keys("network", config, DEFAULTS)
+    @classmethod
+    def _resolve(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                 encoder: EncoderSpec | None) -> dict[str, Any]:
         if not isinstance(config["otype"], str) or config["otype"].lower() != "patchmlp":
             raise config_error("network", f"'otype' must be PatchMLP, got {config['otype']!r}")
         patches = config["patches"]
         patches = list(patches) if isinstance(patches, (list, tuple)) else [patches]
         if not 1 <= len(patches) <= 3:
             raise config_error("network", f"'patches' must list 1 to 3 patch counts (one per coordinate dim), got {config['patches']!r}")
-        self.patches = [check_int("network", "patches", p, 1) for p in patches]
+        patches = [check_int("network", "patches", p, 1) for p in patches]
+        if encoder is not None and len(patches) != encoder.n_input_dims:
+            raise ValueError(f"network: 'patches' needs one count per coordinate dim ({encoder.n_input_dims}), got {patches}")
+        mlp = MLP.resolve_config({k: v for k, v in config.items() if k not in ("otype", "patches")}, n_input_dims, n_output_dims)
+        return {**mlp, "otype": "PatchMLP", "patches": patches}
+
+    def _build(self, config: dict[str, Any], encoder: Encoder | None) -> None:
+        self.patches = config["patches"]
         n_patches = math.prod(self.patches)
         mlp_config = {k: v for k, v in config.items() if k not in ("otype", "patches")}
-        seed = check_int("network", "seed", mlp_config["seed"], 0)
-        seeds = torch.randint(0, 2**31 - 1, (n_patches,), generator=seeded_generator(seed)).tolist()
-        nets = [MLP(n_input_dims, n_output_dims, {**mlp_config, "seed": s}) for s in seeds]
+        seeds = torch.randint(0, 2**31 - 1, (n_patches,), generator=seeded_generator(config["seed"])).tolist()
+        nets = [MLP(self.n_input_dims, self.n_output_dims, {**mlp_config, "seed": s}) for s in seeds]
         # The template's forward runs every patch (functional_call); it is not a submodule, its weights are unused.
         self._template = [nets[0]]
         self._names = {name: name.replace(".", "_") for name, _ in nets[0].named_parameters()}
         for name, attr in self._names.items():
             stacked = torch.stack([dict(net.named_parameters())[name].detach() for net in nets])
             self.register_parameter(attr, nn.Parameter(stacked))
-        self.n_input_dims, self.n_output_dims, self.n_patches = nets[0].n_input_dims, nets[0].n_output_dims, n_patches
-        self.config = {**nets[0].config, "otype": "PatchMLP", "patches": self.patches, "seed": seed}
+        self.n_patches = n_patches
 
     def patch_index(self, coords: torch.Tensor) -> torch.Tensor:
         """coords: [N, d] in [0, 1] -> [N] patch index (long)."""

@@ -8,7 +8,8 @@ The paper has no public code; the choices below are ours and tested (tests/test_
   (the hierarchy); its linear head adds a residual to the output: y_k = y_{k-1} + head_k(h_k). Level k thus
   only sees bands of levels <= k, and ``forward(h, level=k)`` runs levels 0..k only (a smaller network).
 - Training is progressive, without per-level targets: level k is switched on by the same schedule as the
-  Progressive encoding (``start_step``, ``end_step``, ``window``; ``set_step`` is called by the fit loop),
+  Progressive encoding (ops/schedules.py: ``start_step``, ``end_step``, ``window``; ``set_step`` is called by the
+  fit loop),
   so coarse levels learn the signal alone before finer ones add detail; without ``level`` the forward
   pass uses the schedule's weights (all 1 once training passes ``end_step``).
 """
@@ -20,10 +21,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..encoders.base import check_choice, check_int, check_keys, config_error
-from ..encoders.progressive import WINDOWS, band_weights, schedule_alpha
+from ..config.checks import check_choice, check_int, config_error
+from ..encoders.base import Encoder, EncoderSpec
+from ..ops.schedules import WINDOWS, band_weights, schedule_alpha
 from .activations import ACTIVATIONS, PERIODIC
+from .base import Network
 from .mlp import MLP
+from .registry import register_network
 
 PINS_DEFAULTS: dict[str, Any] = {
     "otype": "PINs", "n_levels": 4, "n_neurons": 64, "n_hidden_layers": 2, "activation": "ReLU",
@@ -37,48 +41,56 @@ def level_of_bands(bands: torch.Tensor, n_levels: int) -> torch.Tensor:
     return torch.where(bands < 0, 0, torch.div(bands.clamp(min=0) * n_levels, n_bands, rounding_mode="floor"))
 
 
-class PINs(nn.Module):
+@register_network()
+class PINs(Network):
     """``{"otype": "PINs", "n_levels": 4, "n_neurons": 64, "n_hidden_layers": 2, "activation": "ReLU",
     "output_activation": "None", "window": "hard", "start_step": 0, "end_step": 1000, "seed": 1337}``;
     ``n_hidden_layers`` and ``n_neurons`` are per level.
 
-    h: [..., n_input_dims] encoded coordinates whose dims belong to ``bands`` ([n_input_dims], from the
-    encoder) -> [..., n_output_dims].
+    h: [..., n_input_dims] encoded coordinates whose dims belong to the encoder's ``output_bands()`` ->
+    [..., n_output_dims].
     """
 
-    def __init__(self, n_input_dims: int, n_output_dims: int, config: dict | None, bands: torch.Tensor | None) -> None:
-        super().__init__()
-        config = {**PINS_DEFAULTS, **(config or {})}
-        check_keys("network", config, PINS_DEFAULTS)
-        if bands is None:
+    otype = "PINs"
+    defaults = PINS_DEFAULTS
+    has_levels = True
+
+    @classmethod
+    def _resolve(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                 encoder: EncoderSpec | None) -> dict[str, Any]:
+        if encoder is None or encoder.n_bands is None:
             raise config_error("PINs", "needs an encoding with frequency bands or levels (Frequency, NeRF, TriangleWave, a grid)")
-        n_bands = int(bands.max()) + 1
-        n_levels = check_int("PINs", "n_levels", config["n_levels"], 1, n_bands)
-        n_neurons = check_int("PINs", "n_neurons", config["n_neurons"], 1)
-        n_hidden = check_int("PINs", "n_hidden_layers", config["n_hidden_layers"], 1)
         activation = check_choice("PINs", "activation", config["activation"], ACTIVATIONS)
         if activation in PERIODIC:
             raise config_error("PINs", f"levels use non-periodic activations (ReLU, ...), got {activation}")
-        self.output_activation = check_choice("PINs", "output_activation", config["output_activation"], ACTIVATIONS)
-        self.window = check_choice("PINs", "window", config["window"], WINDOWS)
-        self.start_step = check_int("PINs", "start_step", config["start_step"], 0)
-        self.end_step = check_int("PINs", "end_step", config["end_step"], self.start_step)
-        seed = check_int("PINs", "seed", config["seed"], 0)
+        start_step = check_int("PINs", "start_step", config["start_step"], 0)
+        return {
+            **config, "n_levels": check_int("PINs", "n_levels", config["n_levels"], 1, encoder.n_bands),
+            "n_neurons": check_int("PINs", "n_neurons", config["n_neurons"], 1),
+            "n_hidden_layers": check_int("PINs", "n_hidden_layers", config["n_hidden_layers"], 1),
+            "activation": activation,
+            "output_activation": check_choice("PINs", "output_activation", config["output_activation"], ACTIVATIONS),
+            "window": check_choice("PINs", "window", config["window"], WINDOWS), "start_step": start_step,
+            "end_step": check_int("PINs", "end_step", config["end_step"], start_step),
+            "seed": check_int("PINs", "seed", config["seed"], 0),
+        }
 
-        levels = level_of_bands(bands, n_levels)
-        self.n_levels, self.n_input_dims, self.n_output_dims = n_levels, n_input_dims, n_output_dims
-        body = {"n_neurons": n_neurons, "n_hidden_layers": n_hidden - 1, "activation": activation, "output_activation": activation}
+    def _build(self, config: dict[str, Any], encoder: Encoder | None) -> None:
+        n_levels, n_neurons, seed = config["n_levels"], config["n_neurons"], config["seed"]
+        self.n_levels, self.output_activation, self.window = n_levels, config["output_activation"], config["window"]
+        self.start_step, self.end_step = config["start_step"], config["end_step"]
+        levels = level_of_bands(encoder.output_bands(), n_levels)
+        activation = config["activation"]
+        body = {"n_neurons": n_neurons, "n_hidden_layers": config["n_hidden_layers"] - 1, "activation": activation,
+                "output_activation": activation}
         inputs = [torch.nonzero(levels <= k).flatten() for k in range(n_levels)]  # dims level k reads
         for k, index in enumerate(inputs):
             self.register_buffer(f"inputs_{k}", index, persistent=False)
         widths = [len(index) + (n_neurons if k else 0) for k, index in enumerate(inputs)]
         self.bodies = nn.ModuleList(MLP(w, n_neurons, {**body, "seed": seed + k}) for k, w in enumerate(widths))
-        self.heads = nn.ModuleList(MLP(n_neurons, n_output_dims, {"n_hidden_layers": 0, "seed": seed + n_levels + k})
+        self.heads = nn.ModuleList(MLP(n_neurons, self.n_output_dims, {"n_hidden_layers": 0, "seed": seed + n_levels + k})
                                    for k in range(n_levels))
         self.register_buffer("step", torch.zeros((), dtype=torch.int64))
-        self.config = {**config, "n_levels": n_levels, "n_neurons": n_neurons, "n_hidden_layers": n_hidden,
-                       "activation": activation, "output_activation": self.output_activation, "window": self.window,
-                       "start_step": self.start_step, "end_step": self.end_step, "seed": seed}
 
     def set_step(self, step: int) -> None:
         self.step.fill_(int(step))

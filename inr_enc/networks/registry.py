@@ -1,41 +1,33 @@
-"""The network registry: ``otype`` -> constructor, and ``build_network``."""
+"""The network registry: otype -> class (filled by ``@register_network`` where each network is defined), and
+``build_network``."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
-from torch import nn
+from ..config.checks import Registry, check_mapping
+from ..encoders.base import Encoder, EncoderSpec
+from .base import Network
 
-from ..encoders.base import Encoder, lookup_otype
-from .mlp import MLP
-from .patch_mlp import PatchMLP
-from .pins import PINs
-
-NetworkFactory = Callable[[int, int, dict[str, Any], Encoder], nn.Module]
-
-
-def _mlp(n_input_dims: int, n_output_dims: int, config: dict[str, Any], encoder: Encoder) -> nn.Module:
-    return MLP(n_input_dims, n_output_dims, config)
+NETWORKS = Registry("network")
+register_network = NETWORKS.register
+DEFAULT_OTYPE = "MLP"
 
 
-def _pins(n_input_dims: int, n_output_dims: int, config: dict[str, Any], encoder: Encoder) -> nn.Module:
-    return PINs(n_input_dims, n_output_dims, config, encoder.output_bands())
+def network_class(config: Any) -> type[Network]:
+    """The class a network config names (``otype``, default MLP; case-insensitive); ValueError listing the valid ones."""
+    config = check_mapping("network", "network", config)
+    return NETWORKS.lookup(config.get("otype", DEFAULT_OTYPE))
 
 
-def _patch_mlp(n_input_dims: int, n_output_dims: int, config: dict[str, Any], encoder: Encoder) -> nn.Module:
-    network = PatchMLP(n_input_dims, n_output_dims, config)
-    if len(network.patches) != encoder.n_input_dims:
-        raise ValueError(f"network: 'patches' needs one count per coordinate dim ({encoder.n_input_dims}), got {network.patches}")
-    return network
+def resolve_network(config: Any, n_output_dims: int, encoder: EncoderSpec) -> dict[str, Any]:
+    """The canonical network config reading ``encoder``'s output, without building anything; ValueError naming the
+    problem."""
+    config = check_mapping("network", "network", config)
+    return network_class(config).resolve_config(config, encoder.n_output_dims, n_output_dims, encoder)
 
 
-NETWORKS: dict[str, NetworkFactory] = {
-    "MLP": _mlp, "FullyFusedMLP": _mlp, "CutlassMLP": _mlp, "PINs": _pins, "PatchMLP": _patch_mlp,
-}
-
-
-def build_network(n_output_dims: int, config: dict[str, Any] | None, encoder: Encoder) -> nn.Module:
+def build_network(n_output_dims: int, config: dict[str, Any] | None, encoder: Encoder) -> Network:
     """The network named by ``config["otype"]`` (default "MLP", case-insensitive) reading ``encoder``'s output."""
-    config = dict(config or {})
-    factory = lookup_otype("network", config.get("otype", "MLP"), NETWORKS)
-    return factory(encoder.n_output_dims, n_output_dims, config, encoder)
+    config = check_mapping("network", "network", config)
+    return network_class(config)(encoder.n_output_dims, n_output_dims, config, encoder)

@@ -1,0 +1,12 @@
+"""Configs: reading them (``files``), checking each key (``checks``) and the run-config schema (``schema``).
+
+``files`` and ``checks`` are the lowest layer of inr_enc; ``schema`` validates a whole run through the encoder and
+network registries, so it is imported as ``inr_enc.config.schema`` and not from here.
+"""
+
+from .checks import (Registry, check_bool, check_choice, check_float, check_int, check_keys, check_mapping,
+                     config_error, lookup_otype)
+from .files import CONFIG_DIR, available_configs, load_config
+
+__all__ = ["CONFIG_DIR", "Registry", "available_configs", "check_bool", "check_choice", "check_float", "check_int",
+           "check_keys", "check_mapping", "config_error", "load_config", "lookup_otype"]

@@ -1,0 +1,112 @@
+"""The checks every config key goes through, and the otype registries (tiny-cuda-nn style).
+
+The lowest layer of inr_enc: plain Python, no torch. Each check raises ValueError naming the section (an otype or
+"training", "network", ...) and the key, and returns the value in its canonical form.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any, Callable, Iterable, TypeVar
+
+T = TypeVar("T")
+
+
+def config_error(section: str, message: str) -> ValueError:
+    return ValueError(f"{section}: {message}")
+
+
+def check_keys(section: str, config: Mapping[str, Any], valid: Iterable[str]) -> None:
+    """Raise ValueError naming each unknown key, a close match, and the valid keys."""
+    valid = sorted(set(valid))
+    for key in config:
+        if key not in valid:
+            close = difflib.get_close_matches(str(key), valid, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise config_error(section, f"unknown config key '{key}'{hint}; valid keys: {', '.join(valid)}")
+
+
+def check_mapping(section: str, key: str, value: Any, allow_none: bool = True) -> dict[str, Any]:
+    """A config section: a mapping with string keys (None -> {} where allowed); returned as a new dict."""
+    if value is None and allow_none:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise config_error(section, f"'{key}' must be a mapping of keys to values, got {type(value).__name__} {value!r}"[:300])
+    return dict(value)
+
+
+def check_int(section: str, key: str, value: Any, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
+        raise config_error(section, f"'{key}' must be an integer, got {value!r}")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise config_error(section, f"'{key}' must be {bounds}, got {value}")
+    return value
+
+
+def check_float(section: str, key: str, value: Any, low: float | None = None, low_inclusive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise config_error(section, f"'{key}' must be a finite number, got {value!r}")
+    value = float(value)
+    if low is not None and (value < low or (value == low and not low_inclusive)):
+        raise config_error(section, f"'{key}' must be {'>=' if low_inclusive else '>'} {low}, got {value}")
+    return value
+
+
+def check_choice(section: str, key: str, value: Any, choices: Iterable[str]) -> str:
+    """Case-insensitive choice (tcnn matches its enum strings case-insensitively); returns the canonical spelling."""
+    choices = list(choices)
+    for choice in choices:
+        if isinstance(value, str) and value.lower() == choice.lower():
+            return choice
+    raise config_error(section, f"'{key}' must be one of {', '.join(choices)}; got {value!r}")
+
+
+def check_bool(section: str, key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise config_error(section, f"'{key}' must be true or false, got {value!r}")
+    return value
+
+
+def lookup_otype(kind: str, otype: Any, registry: Mapping[str, T]) -> T:
+    """``registry[otype]`` matched case-insensitively as tcnn does; ValueError naming ``kind`` and the valid otypes."""
+    by_lower = {name.lower(): value for name, value in registry.items()}
+    if not isinstance(otype, str) or otype.lower() not in by_lower:
+        raise ValueError(f"unknown {kind} otype {otype!r}; valid otypes: {', '.join(sorted(registry))}")
+    return by_lower[otype.lower()]
+
+
+class Registry(Mapping[str, type]):
+    """otype -> class for one ``kind`` of component ("encoding", "network"); filled by the ``register`` decorator
+    where each class is defined, so adding a component touches no central list."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._classes: dict[str, type] = {}
+
+    def register(self, *aliases: str) -> Callable[[type[T]], type[T]]:
+        """Class decorator: register ``cls.otype`` and any ``aliases`` (other otypes that build the same class)."""
+        def add(cls: type[T]) -> type[T]:
+            for name in (cls.otype, *aliases):
+                if name.lower() in (known.lower() for known in self._classes):
+                    raise AssertionError(f"{self.kind} otype {name!r} registered twice")
+                self._classes[name] = cls
+            return cls
+
+        return add
+
+    def lookup(self, otype: Any) -> type:
+        """The class registered for ``otype`` (case-insensitive); ValueError listing the valid ones."""
+        return lookup_otype(self.kind, otype, self._classes)
+
+    def __getitem__(self, otype: str) -> type:
+        return self._classes[otype]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._classes)
+
+    def __len__(self) -> int:
+        return len(self._classes)

@@ -1,0 +1,129 @@
+"""The run-config schema: every check of an ``inr-fit`` run (task, encoding, network, training, seed) in one
+place, done before any output file is touched or any model tensor allocated.
+
+A run config has the sections ``encoding`` (default Identity), ``network`` (default MLP), ``training`` and ``seed``;
+a saved run (config.yaml next to a checkpoint) also has ``task`` and ``config_name``. The encoding and network are
+resolved through their registries' pure ``resolve_config``; the field config alone (``resolve_field``) is what the
+nerfstudio plugin and ``Field`` use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..encoders.registry import encoder_class, encoder_spec
+from ..networks.registry import network_class, resolve_network
+from .checks import check_bool, check_choice, check_float, check_int, check_keys, check_mapping, config_error
+
+RUN_KEYS = ("encoding", "network", "training", "seed")
+SAVED_RUN_KEYS = ("task", "config_name", *RUN_KEYS)
+FIELD_KEYS = ("encoding", "network")
+DEFAULT_ENCODING = {"otype": "Identity"}
+MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range
+
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "steps": 2000, "batch_size": None, "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "loss": "MSE",
+    "schedule": "constant", "eval_every": 50, "checkpoint_every": 100, "eval_chunk": 65536,
+    "solver": "adam", "ridge": 0.0, "lazy_tables": True,
+}
+LOSSES = ("MSE", "RelativeL2")
+SCHEDULES = ("constant", "cosine")
+SOLVERS = ("adam", "closed-form")  # closed-form: a linear model's least-squares solve instead of steps
+
+
+def resolve_training(config: Any) -> dict[str, Any]:
+    """Fill in and check the ``training`` section; raises ValueError naming a bad key or value."""
+    config = {**TRAINING_DEFAULTS, **check_mapping("training", "training", config)}
+    check_keys("training", config, TRAINING_DEFAULTS)
+    betas = config["betas"]
+    if not (isinstance(betas, (list, tuple)) and len(betas) == 2):
+        raise config_error("training", f"'betas' must be a pair of numbers, got {betas!r}")
+    betas = [check_float("training", "betas", b, 0.0) for b in betas]
+    if not all(b < 1 for b in betas):  # Adam's moments decay with each beta
+        raise config_error("training", f"'betas' must both be in [0, 1), got {betas}")
+    batch = config["batch_size"]
+    return {
+        "steps": check_int("training", "steps", config["steps"], 0),
+        "batch_size": None if batch is None else check_int("training", "batch_size", batch, 1),
+        "lr": check_float("training", "lr", config["lr"], 0.0, low_inclusive=False),
+        "betas": betas,
+        "eps": check_float("training", "eps", config["eps"], 0.0),
+        "loss": check_choice("training", "loss", config["loss"], LOSSES),
+        "schedule": check_choice("training", "schedule", config["schedule"], SCHEDULES),
+        "eval_every": check_int("training", "eval_every", config["eval_every"], 1),
+        "checkpoint_every": check_int("training", "checkpoint_every", config["checkpoint_every"], 1),
+        "eval_chunk": check_int("training", "eval_chunk", config["eval_chunk"], 1),
+        "solver": check_choice("training", "solver", config["solver"], SOLVERS),
+        "ridge": check_float("training", "ridge", config["ridge"], 0.0),
+        "lazy_tables": check_bool("training", "lazy_tables", config["lazy_tables"]),
+    }
+
+
+def resolve_seed(value: Any) -> int:
+    return check_int("config", "seed", value, 0, MAX_SEED)
+
+
+def resolve_field(config: Any, n_input_dims: int, n_output_dims: int) -> dict[str, dict[str, Any]]:
+    """A field config ``{"encoding": ..., "network": ...}`` resolved for ``n_input_dims`` -> ``n_output_dims``
+    (encoding default Identity, network default MLP), without building anything."""
+    config = check_mapping("field", "field config", config, allow_none=False)
+    check_keys("field", config, FIELD_KEYS)
+    encoding = check_mapping("field", "encoding", config.get("encoding")) or dict(DEFAULT_ENCODING)
+    spec = encoder_spec(encoding, n_input_dims)
+    return {"encoding": spec.config, "network": resolve_network(config.get("network"), n_output_dims, spec)}
+
+
+def _encoding_with_seed(encoding: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The encoding config with ``seed`` filled in where it takes one and has none, nested encodings included."""
+    encoding = dict(encoding)
+    if "seed" in encoder_class(encoding.get("otype")).defaults:
+        encoding.setdefault("seed", seed)
+    nested = encoding.get("nested")
+    if isinstance(nested, Mapping):
+        encoding["nested"] = _encoding_with_seed(dict(nested), seed)
+    elif isinstance(nested, list):
+        encoding["nested"] = [_encoding_with_seed(dict(n), seed) if isinstance(n, Mapping) else n for n in nested]
+    return encoding
+
+
+def check_task(task: Any) -> dict[str, Any]:
+    """The task section: a mapping with ``kind`` (a task name: fitting/run.py's TASKS), ``path`` and
+    ``train_split``."""
+    task = check_mapping("task", "task", task, allow_none=False)
+    if not isinstance(task.get("kind"), str):
+        raise config_error("task", f"'kind' must be a task name, got {task.get('kind')!r}")
+    if not isinstance(task.get("path"), str):
+        raise config_error("task", f"'path' must be a file path, got {task.get('path')!r}")
+    check_bool("task", "train_split", task.get("train_split", False))
+    return task
+
+
+def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_output_dims: int,
+                coordinate_shape: list[int], *, seed: Any = None, training: Mapping[str, Any] | None = None,
+                config_name: str | None = None, saved: bool = False) -> dict[str, Any]:
+    """The whole run, resolved: ``{"task", "config_name", "seed", "encoding", "network", "training"}``.
+
+    ``config``: a run config (sections RUN_KEYS), or with ``saved`` a saved run (SAVED_RUN_KEYS, its own task and
+    config_name). ``task``: the task section (kind, path, train_split and what the task reports of its signal);
+    ``n_input_dims``/``n_output_dims``: the signal's coordinate and value dims; ``coordinate_shape``: its samples
+    per coordinate dim (sets an encoding's signal-sized key left null, e.g. LatentGrid's resolution).
+    ``seed`` and ``training`` override the config's. Raises ValueError naming the first problem.
+    """
+    config = check_mapping("config", "config", config, allow_none=False)
+    check_keys("config", config, SAVED_RUN_KEYS if saved else RUN_KEYS)
+    seed = resolve_seed(seed if seed is not None else config.get("seed", 0))
+    encoding = check_mapping("config", "encoding", config.get("encoding")) or dict(DEFAULT_ENCODING)
+    encoding = _encoding_with_seed(encoding, seed)
+    sized = encoder_class(encoding.get("otype")).sized_by_signal
+    if sized is not None and encoding.get(sized) is None:
+        encoding[sized] = list(coordinate_shape)
+    network = check_mapping("config", "network", config.get("network"))
+    if "seed" in network_class(network).defaults:
+        network.setdefault("seed", seed)
+    field = resolve_field({"encoding": encoding, "network": network}, n_input_dims, n_output_dims)
+    training = resolve_training({**check_mapping("config", "training", config.get("training")), **(training or {})})
+    if training["solver"] == "closed-form" and not network_class(field["network"]).solves_closed_form:
+        raise config_error("training", "solver 'closed-form' needs network otype Separable (a model linear in its weights)")
+    return {"task": check_task(task), "config_name": config_name if config_name is not None else config.get("config_name"),
+            "seed": seed, **field, "training": training}

@@ -1,0 +1,54 @@
+"""Audio fitting: time in [0, 1] (sample centres) -> each channel's amplitude in [-1, 1]."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..metrics import psnr
+from .loop import Problem, predict, sample_centres
+from .signals import read_wav, write_wav
+
+AUDIO_RANGE = 2.0  # PSNR peak-to-peak range of [-1, 1] amplitudes
+
+
+def sample_coords(n_samples: int) -> torch.Tensor:
+    """[T, 1] sample-centre times (t + 0.5) / T."""
+    return sample_centres(n_samples)[:, None]
+
+
+class AudioTask:
+    """Fit one WAV file (mono or multichannel; int16, int32 or float32 samples)."""
+
+    unit = "sample"
+    n_input_dims = 1
+
+    def __init__(self, path: str | Path, train_split: bool = False) -> None:
+        if train_split:
+            raise ValueError("--train-split applies to images only")
+        self.path = Path(path)
+        self.audio = read_wav(self.path)
+        self.n_samples, self.n_output_dims = self.audio.samples.shape
+
+    @property
+    def coordinate_shape(self) -> list[int]:
+        return [self.n_samples]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "audio", "path": str(self.path), "rate": self.audio.rate, "samples": self.n_samples,
+                "channels": self.n_output_dims, "format": self.audio.sample_format}
+
+    def problem(self) -> Problem:
+        coords, values = sample_coords(self.n_samples), torch.from_numpy(self.audio.samples)
+        return Problem(coords, values, coords, values, value_range=AUDIO_RANGE)
+
+    def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
+               name: str = "reconstruction") -> dict[str, float]:
+        """Write <name>.wav (the input's sample format and rate); return psnr over all samples."""
+        recon = predict(model, sample_coords(self.n_samples), chunk, device).numpy()
+        write_wav(out_dir / f"{name}.wav", recon, self.audio.rate, self.audio.sample_format)
+        return {"psnr": psnr(float(np.mean((recon - self.audio.samples) ** 2, dtype=np.float64)), AUDIO_RANGE)}

@@ -1,0 +1,86 @@
+"""Image fitting: pixel-centre coordinates in [0, 1]^2 -> the image's channels in [0, 1]."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..metrics import psnr, ssim
+from .loop import Problem, predict, sample_centres
+from .signals import read_image, write_image
+
+ROW_BAND = 256  # rows reconstructed at a time, to bound memory on large images
+
+
+def pixel_coords(height: int, width: int, rows: slice = slice(None), cols: slice = slice(None)) -> torch.Tensor:
+    """(x, y) of pixel centres ((j + 0.5) / W, (i + 0.5) / H) for the selected rows and columns: [n, 2], row-major."""
+    ys, xs = sample_centres(height, rows), sample_centres(width, cols)
+    grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
+    return torch.stack([grid_x, grid_y], dim=-1).reshape(-1, 2)
+
+
+class ImageTask:
+    """Fit one image. With ``train_split`` (Tancik et al. 2020): train on pixels [::2, ::2], report PSNR on [1::2, 1::2]."""
+
+    unit = "pixel"
+    n_input_dims = 2
+
+    def __init__(self, path: str | Path, train_split: bool = False) -> None:
+        self.path, self.train_split = Path(path), train_split
+        self.image = read_image(self.path)
+        self.height, self.width, self.n_output_dims = self.image.pixels.shape
+
+    @property
+    def coordinate_shape(self) -> list[int]:
+        """Samples per coordinate dim, in coordinate order (x = column, y = row): [width, height]."""
+        return [self.width, self.height]
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "image", "path": str(self.path), "train_split": self.train_split,
+                "height": self.height, "width": self.width, "channels": self.n_output_dims}
+
+    def problem(self) -> Problem:
+        pixels = torch.from_numpy(self.image.pixels)
+        train, test = (slice(0, None, 2), slice(1, None, 2)) if self.train_split else (slice(None), slice(None))
+        return Problem(
+            pixel_coords(self.height, self.width, train, train), pixels[train, train].reshape(-1, self.n_output_dims),
+            pixel_coords(self.height, self.width, test, test), pixels[test, test].reshape(-1, self.n_output_dims),
+            value_range=1.0,
+        )
+
+    def train_grid(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The training pixels as a grid: column centres xs [W'], row centres ys [H'], values [H', W', C]."""
+        train = slice(0, None, 2) if self.train_split else slice(None)
+        return sample_centres(self.width, train), sample_centres(self.height, train), torch.from_numpy(self.image.pixels[train, train])
+
+    def reconstruct(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int, device: torch.device) -> np.ndarray:
+        """The model's image [H, W, C], evaluated ROW_BAND rows at a time."""
+        out = np.empty((self.height, self.width, self.n_output_dims), dtype=np.float32)
+        for top in range(0, self.height, ROW_BAND):
+            rows = slice(top, min(top + ROW_BAND, self.height))
+            band = predict(model, pixel_coords(self.height, self.width, rows), chunk, device)
+            out[rows] = band.reshape(-1, self.width, self.n_output_dims).numpy()
+        return out
+
+    def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
+               name: str = "reconstruction") -> dict[str, float]:
+        """Write <name>.png; return psnr (test pixels with the split, else all), psnr_train, ssim."""
+        recon = self.reconstruct(model, chunk, device)
+        write_image(out_dir / f"{name}.png", recon, self.image.dtype)
+        target = self.image.pixels
+        if self.train_split:
+            test_mse = float(np.mean((recon[1::2, 1::2] - target[1::2, 1::2]) ** 2, dtype=np.float64))
+            train_mse = float(np.mean((recon[::2, ::2] - target[::2, ::2]) ** 2, dtype=np.float64))
+            metrics = {"psnr": psnr(test_mse, 1.0), "psnr_train": psnr(train_mse, 1.0)}
+        else:
+            metrics = {"psnr": psnr(float(np.mean((recon - target) ** 2, dtype=np.float64)), 1.0)}
+        metrics["ssim"] = ssim(torch.from_numpy(np.clip(recon, 0, 1)), torch.from_numpy(target))
+        return metrics
+
+    @property
+    def n_samples(self) -> int:
+        return self.height * self.width

@@ -1,0 +1,180 @@
+"""The fit loop shared by every task: batches, optimiser, schedule, evaluation, checkpoints, resume.
+
+A run is deterministic on CPU for a given seed: batches come from a seeded generator whose state is
+checkpointed with the model, optimiser and schedule, so a resumed run continues the same curve.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+from tqdm import tqdm
+
+from ..io import atomic_path
+from ..metrics import psnr
+from ..ops.schedules import set_training_step
+from ..optim import GridAdam
+
+CHECKPOINT = "checkpoint.pt"
+
+
+@dataclass
+class Problem:
+    """What a task hands the fit loop: training and evaluation points, and the PSNR peak-to-peak range."""
+
+    train_coords: torch.Tensor  # [N, d] in [0, 1]
+    train_values: torch.Tensor  # [N, C]
+    eval_coords: torch.Tensor  # [M, d]
+    eval_values: torch.Tensor  # [M, C]
+    value_range: float  # PSNR = 10 log10(value_range^2 / MSE)
+
+
+@dataclass
+class FitState:
+    step: int = 0
+    seconds: float = 0.0  # training time, evaluation excluded
+    history: list[dict[str, float]] = field(default_factory=list)  # {"step", "seconds", "loss", "psnr"}
+
+
+def sample_centres(n: int, selection: slice = slice(None)) -> torch.Tensor:
+    """(i + 0.5) / n for the selected i in 0..n-1 (pixel or sample centres in [0, 1]): [k] float32, rounded once
+    from float64."""
+    return ((torch.arange(n, dtype=torch.float64)[selection] + 0.5) / n).float()
+
+
+@torch.no_grad()
+def predict(model: Callable[[torch.Tensor], torch.Tensor], coords: torch.Tensor, chunk: int, device: torch.device) -> torch.Tensor:
+    """Model outputs for coords [M, d] computed ``chunk`` at a time on ``device``, gathered on the CPU."""
+    return torch.cat([model(coords[i : i + chunk].to(device)).float().cpu() for i in range(0, coords.shape[0], chunk)])
+
+
+def _loss(kind: str, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    if kind == "RelativeL2":  # tcnn's RelativeL2: (p - t)^2 / (p^2 + 0.01), p not differentiated in the denominator
+        return ((prediction - target) ** 2 / (prediction.detach() ** 2 + 0.01)).mean()
+    return ((prediction - target) ** 2).mean()
+
+
+def _schedule(kind: str, steps: int) -> Callable[[int], float]:
+    if kind == "cosine":  # from lr down to lr / 100 at the last step
+        return lambda step: 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * min(step, steps) / max(steps, 1)))
+    return lambda step: 1.0
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped a fit after its checkpoint was saved: ``--resume`` continues it."""
+
+
+class Fitter:
+    """Fits ``model`` to ``problem`` with the resolved ``training`` settings, checkpointing into ``out_dir``."""
+
+    def __init__(self, model: torch.nn.Module, problem: Problem, training: dict[str, Any], seed: int,
+                 out_dir: Path, device: torch.device, run_config: dict[str, Any]) -> None:
+        self.model, self.problem, self.training = model.to(device), problem, training
+        self.out_dir, self.device, self.run_config = Path(out_dir), device, run_config
+        self._make_optimizer(training["lazy_tables"])
+        self.batches = torch.Generator().manual_seed(seed)
+        self.state = FitState()
+        self.train_coords = problem.train_coords.to(device)
+        self.train_values = problem.train_values.to(device)
+
+    def save_checkpoint(self) -> None:
+        payload = {
+            "step": self.state.step, "seconds": self.state.seconds, "history": self.state.history,
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(), "batches": self.batches.get_state(), "config": self.run_config,
+        }
+        with atomic_path(self.out_dir / CHECKPOINT) as tmp:
+            torch.save(payload, tmp)
+
+    def _make_optimizer(self, lazy_tables: bool) -> None:
+        """Grid tables: tcnn's lazy Adam on sparse gradients (optim/); everything else torch.optim.Adam."""
+        training = self.training
+        self.optimizer = GridAdam.for_model(self.model, lr=training["lr"], lazy=lazy_tables,
+                                            betas=tuple(training["betas"]), eps=training["eps"])
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _schedule(training["schedule"], training["steps"]))
+
+    def load_checkpoint(self) -> None:
+        payload = torch.load(self.out_dir / CHECKPOINT, map_location=self.device, weights_only=True)
+        self.model.load_state_dict(payload["model"])
+        if len(payload["optimizer"]["param_groups"]) != len(self.optimizer.param_groups):
+            self._make_optimizer(lazy_tables=False)  # a run saved before lazy tables: it goes on as it began
+        self.optimizer.load_state_dict(payload["optimizer"])
+        self.scheduler.load_state_dict(payload["scheduler"])
+        self.batches.set_state(payload["batches"])
+        self.state = FitState(payload["step"], payload["seconds"], payload["history"])
+
+    def evaluate(self) -> float:
+        prediction = predict(self.model, self.problem.eval_coords, self.training["eval_chunk"], self.device)
+        return psnr(((prediction - self.problem.eval_values) ** 2).mean().item(), self.problem.value_range)
+
+    def _step(self) -> float:
+        n, batch = self.train_coords.shape[0], self.training["batch_size"]
+        if batch is None or batch >= n:
+            coords, values = self.train_coords, self.train_values
+        else:
+            index = torch.randint(n, (batch,), generator=self.batches).to(self.device)
+            coords, values = self.train_coords[index], self.train_values[index]
+        set_training_step(self.model, self.state.step)
+        loss = _loss(self.training["loss"], self.model(coords).float(), values)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self.scheduler.step()
+        return loss.item()
+
+    def solve(self, solve: Callable[[], float]) -> FitState:
+        """Fit in closed form instead of by steps: ``solve()`` sets the weights and returns the seconds it took;
+        the state records one evaluation (step 0) and is checkpointed."""
+        self.state.seconds = solve()
+        prediction = predict(self.model, self.problem.train_coords, self.training["eval_chunk"], self.device)
+        loss = ((prediction - self.problem.train_values) ** 2).mean().item()
+        self.state.history = [{"step": 0, "seconds": self.state.seconds, "loss": loss, "psnr": self.evaluate()}]
+        self.save_checkpoint()
+        return self.state
+
+    def run(self, quiet: bool = False) -> FitState:
+        """Train up to ``training["steps"]``. Ctrl-C (or SIGTERM) finishes the current step, saves a checkpoint
+        and raises Interrupted, so a resumed run continues exactly where this one stopped."""
+        steps, state = self.training["steps"], self.state
+        bar = tqdm(total=steps, initial=state.step, disable=quiet, unit="step", dynamic_ncols=True)
+        with _deferred_interrupts() as interrupted:
+            try:
+                while state.step < steps:
+                    start = time.perf_counter()
+                    loss = self._step()
+                    state.seconds += time.perf_counter() - start
+                    state.step += 1  # schedules stay as in the step just taken: evaluation sees the model as trained
+                    if state.step % self.training["eval_every"] == 0 or state.step == steps:
+                        state.history.append({"step": state.step, "seconds": state.seconds, "loss": loss, "psnr": self.evaluate()})
+                        bar.set_postfix(loss=f"{loss:.3g}", psnr=f"{state.history[-1]['psnr']:.2f}")
+                    if state.step % self.training["checkpoint_every"] == 0 or state.step == steps or interrupted():
+                        self.save_checkpoint()
+                    bar.update(1)
+                    if interrupted():
+                        raise Interrupted
+            finally:
+                bar.close()
+        return state
+
+
+@contextmanager
+def _deferred_interrupts() -> Iterator[Callable[[], bool]]:
+    """Within the block, SIGINT/SIGTERM only set a flag (read through the yielded function)."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield lambda: bool(received)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,56 @@
+"""What every fit writes next to its reconstruction: metrics.json, curve.png and config.yaml (atomically).
+
+``OUTPUT_FILES`` names (as glob patterns) everything a run writes, so --overwrite knows what to replace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..io import atomic_path, write_text_atomically
+from .loop import FitState
+
+OUTPUT_FILES = ("config.yaml", "checkpoint.pt", "metrics.json", "curve.png", "reconstruction.png", "reconstruction.wav",
+                "reconstruction_level*.png", "reconstruction_level*.wav")
+
+
+def write_config(out_dir: Path, config: dict[str, Any]) -> None:
+    write_text_atomically(out_dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+
+
+def model_size_metrics(n_params: int, n_samples: int, unit: str) -> dict[str, float]:
+    """Model size in bytes and in bits per ``unit`` (pixel or sample) for float32 and float16 weights."""
+    return {
+        "n_params": n_params,
+        "model_bytes_float32": 4 * n_params, "model_bytes_float16": 2 * n_params,
+        f"bits_per_{unit}_float32": 32 * n_params / n_samples, f"bits_per_{unit}_float16": 16 * n_params / n_samples,
+    }
+
+
+def write_metrics(out_dir: Path, metrics: dict[str, Any]) -> None:
+    write_text_atomically(out_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+
+
+def write_curve(out_dir: Path, state: FitState, title: str) -> None:
+    """curve.png: evaluation PSNR against step and against training seconds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    steps = [h["step"] for h in state.history]
+    seconds = [h["seconds"] for h in state.history]
+    values = [h["psnr"] for h in state.history]
+    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
+    for axis, xs, label in ((by_step, steps, "step"), (by_time, seconds, "training time (s)")):
+        axis.plot(xs, values, marker="." if len(xs) < 50 else None)
+        axis.set_xlabel(label)
+        axis.set_ylabel("PSNR (dB)")
+        axis.grid(alpha=0.3)
+    fig.suptitle(title)
+    with atomic_path(out_dir / "curve.png") as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)

@@ -1,0 +1,75 @@
+"""One inr-fit run from a resolved run config (config/schema.py): build the field, fit it, write the outputs.
+
+Nothing in the output folder changes before the field is built: an earlier run's outputs are replaced only then.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..encoders.backends import backends_used
+from ..field import Field
+from ..ops.grid.cpu_kernel import cpu_extension
+from ..optim import grid_tables
+from .audio import AudioTask
+from .image import ImageTask
+from .loop import Fitter
+from .outputs import OUTPUT_FILES, model_size_metrics, write_config, write_curve, write_metrics
+
+TASKS = {"image": ImageTask, "audio": AudioTask}
+
+
+def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:
+    """One line on stderr for each coarse-to-fine schedule that has not switched everything on by the last step."""
+    for module in model.modules():
+        end_step = getattr(module, "end_step", None)
+        if end_step is not None and callable(getattr(module, "set_step", None)) and end_step >= steps:
+            print(f"inr-fit: warning: {type(module).__name__}'s schedule ends at step {end_step} (end_step) but training "
+                  f"stops at step {steps}: its finest bands or levels stay (partly) off", file=sys.stderr)
+
+
+def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device: torch.device, resume: bool,
+            quiet: bool = False) -> dict[str, Any]:
+    """Fit ``task`` with the resolved ``run`` into ``out`` (continuing its checkpoint with ``resume``); returns the
+    metrics written to metrics.json."""
+    model = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
+    if not resume:  # the run is valid and built: only now replace an earlier run's outputs
+        for pattern in OUTPUT_FILES:
+            for file in out.glob(pattern):
+                file.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    if device.type == "cpu" and grid_tables(model):
+        cpu_extension()  # a first build here, not inside the first (timed) training step
+    training = run["training"]
+    fitter = Fitter(model, task.problem(), training, run["seed"], out, device, run)
+    if resume:
+        fitter.load_checkpoint()
+    write_config(out, run)
+    warn_unfinished_schedules(model, training["steps"])
+    if training["solver"] == "closed-form":
+        xs, ys, values = task.train_grid()
+        state = fitter.solve(lambda: model.network.solve(model.encoder, xs, ys, values, training["ridge"]))
+    else:
+        state = fitter.run(quiet=quiet)
+    chunk = training["eval_chunk"]
+    metrics = task.finish(model, out, chunk, device)
+    for level in range(trained_levels(model)):  # PINs: one reconstruction per level of detail
+        level_metrics = task.finish(functools.partial(model, level=level), out, chunk, device, f"reconstruction_level{level}")
+        metrics[f"psnr_level{level}"] = level_metrics["psnr"]
+    n_params = sum(p.numel() for p in model.parameters())
+    final_loss = {"loss": state.history[-1]["loss"]} if state.history else {}
+    metrics.update({**final_loss, "steps": state.step, "seconds": state.seconds,
+                    **model_size_metrics(n_params, task.n_samples, task.unit), "backends": backends_used(model)})
+    write_metrics(out, metrics)
+    write_curve(out, state, f"{run['config_name']} on {Path(run['task']['path']).name}")
+    return metrics
+
+
+def trained_levels(model: Field) -> int:
+    """How many levels of detail (PINs) the schedule had switched on in the last training step; 0 without levels."""
+    return int((model.network.level_weights() > 0).sum()) if model.n_levels is not None else 0

@@ -1,0 +1,220 @@
+"""Instant-NGP's occupancy grid (Müller et al. 2022, "Instant Neural Graphics Primitives", §5.1 and appendix E.2)
+in plain torch, so NeRF training skips empty space on CPU too.
+
+The grid keeps, per cell, a decayed maximum of the field's opacity (density * step size): every update
+multiplies it by ``decay`` (0.95) and raises it to fresh samples at a random point of chosen cells (all cells
+for the first ``warmup_steps`` steps, then a quarter of the cells drawn at random plus as many occupied ones). A
+cell is occupied while its value exceeds min(threshold, mean over cells) (``threshold`` 0.01, as in nerfacc's
+OccGridEstimator). Rays are marched with a fixed step through the bounding box of the occupied cells only;
+samples in empty cells are dropped, and so are samples behind an opaque stretch (early ray termination).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..ops.precision import wide_dtype
+from .volume_rendering import optical_depth_before
+
+CHUNK = 1 << 18  # points per density evaluation during an update
+COARSE = 8  # fine cells per coarse cell along each axis (the coarse pass that skips empty space)
+
+
+def ray_box_intersection(origins: torch.Tensor, directions: torch.Tensor, box: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """origins, directions: [N, 3]; box: [2, 3] (min, max) -> (t_near, t_far) [N], t_near >= 0; t_far <= t_near
+    where a ray misses the box."""
+    safe = torch.where(directions.abs() < 1e-12, torch.full_like(directions, 1e-12), directions)
+    t0, t1 = (box[0] - origins) / safe, (box[1] - origins) / safe
+    near = torch.minimum(t0, t1).amax(-1).clamp_min(0)
+    far = torch.maximum(t0, t1).amin(-1)
+    return near, far
+
+
+def _flat_index(ijk: torch.Tensor, resolution: int) -> torch.Tensor:
+    """[..., 3] cell coordinates in [0, resolution) -> [...] flat index, x slowest (the grids' layout)."""
+    return (ijk[..., 0] * resolution + ijk[..., 1]) * resolution + ijk[..., 2]
+
+
+class OccupancyGrid(nn.Module):
+    """A ``resolution``^3 occupancy grid over ``aabb`` [2, 3] (world units), with :meth:`update` and :meth:`sample`.
+
+    Its state (per-cell opacity, occupancy and the occupied bounding box) is in buffers, so a saved model renders
+    as it was trained.
+    """
+
+    def __init__(self, aabb: torch.Tensor, resolution: int = 128, threshold: float = 0.01, decay: float = 0.95,
+                 warmup_steps: int = 256) -> None:
+        super().__init__()
+        if resolution < 1 or not 0 < decay <= 1 or threshold < 0:
+            raise ValueError(f"OccupancyGrid: need resolution >= 1, 0 < decay <= 1, threshold >= 0; got "
+                             f"{resolution}, {decay}, {threshold}")
+        self.resolution, self.threshold, self.decay, self.warmup_steps = resolution, threshold, decay, warmup_steps
+        aabb = torch.as_tensor(aabb, dtype=torch.float32).reshape(2, 3)
+        self.register_buffer("aabb", aabb.clone())
+        self.register_buffer("opacity", torch.zeros(resolution**3))
+        self.register_buffer("occupied", torch.ones(resolution**3, dtype=torch.bool))  # all, until the first update
+        self.register_buffer("bounds", aabb.clone())  # [2, 3], the occupied cells' bounding box
+        coarse = math.ceil(resolution / COARSE)
+        self.register_buffer("coarse_occupied", torch.ones(coarse**3, dtype=torch.bool))  # see _update_bounds
+
+    def cell_coordinates(self, cells: torch.Tensor) -> torch.Tensor:
+        """cells: [M] flat indices -> [M, 3] integer (x, y, z) cell coordinates, x slowest."""
+        r = self.resolution
+        return torch.stack([cells // (r * r), (cells // r) % r, cells % r], -1)
+
+    @torch.no_grad()
+    def update(self, step: int, opacity_fn: Callable[[torch.Tensor], torch.Tensor],
+               generator: torch.Generator | None = None) -> None:
+        """Refresh the grid; opacity_fn: world points [P, 3] -> opacity [P] or [P, 1] (density * step size)."""
+        n, device = self.resolution**3, self.opacity.device
+        if step < self.warmup_steps:
+            cells = torch.arange(n, device=device)
+        else:
+            drawn = torch.randint(n, (n // 4,), device=device, generator=generator)
+            occupied = self.occupied.nonzero().squeeze(1)
+            if len(occupied) > n // 4:
+                occupied = occupied[torch.randint(len(occupied), (n // 4,), device=device, generator=generator)]
+            cells = torch.cat([drawn, occupied])
+        jitter = torch.rand(len(cells), 3, device=device, generator=generator)
+        lo, hi = self.aabb[0], self.aabb[1]
+        points = lo + (self.cell_coordinates(cells) + jitter) / self.resolution * (hi - lo)
+        values = torch.cat([opacity_fn(points[i:i + CHUNK]).reshape(-1) for i in range(0, len(points), CHUNK)])
+        self.opacity.mul_(self.decay).scatter_reduce_(0, cells, values.to(self.opacity.dtype), "amax")
+        self.occupied.copy_(self.opacity > min(self.threshold, float(self.opacity.mean())))
+        self._update_bounds()
+
+    def _update_bounds(self) -> None:
+        """Refresh what marching reads besides ``occupied``: the occupied bounding box, and the coarse grid (a
+        coarse cell is marked when it or one of its 26 neighbours holds an occupied fine cell)."""
+        r = self.resolution
+        fine = self.occupied.view(1, 1, r, r, r).float()
+        coarse = F.max_pool3d(F.max_pool3d(fine, COARSE, COARSE, ceil_mode=True), 3, 1, padding=1)
+        self.coarse_occupied.copy_(coarse.reshape(-1) > 0)
+        occupied = self.occupied.nonzero().squeeze(1)
+        lo, hi = self.aabb[0], self.aabb[1]
+        if len(occupied) == 0:
+            self.bounds.copy_(torch.stack([lo, lo]))
+            return
+        ijk = self.cell_coordinates(occupied)
+        cell = (hi - lo) / self.resolution
+        self.bounds.copy_(torch.stack([lo + ijk.amin(0) * cell, lo + (ijk.amax(0) + 1) * cell]))
+
+    def _cell_of(self, points: torch.Tensor) -> torch.Tensor:
+        """points: [..., 3] world -> [..., 3] integer fine-cell coordinates (outside [0, resolution) off the grid)."""
+        lo, hi = self.aabb[0], self.aabb[1]
+        return torch.floor((points - lo) / (hi - lo) * self.resolution).long()
+
+    def occupied_at(self, points: torch.Tensor) -> torch.Tensor:
+        """points: [P, 3] world -> [P] bool, False outside the grid."""
+        ijk = self._cell_of(points)
+        inside = ((ijk >= 0) & (ijk < self.resolution)).all(-1)
+        return inside & self.occupied[_flat_index(ijk.clamp(0, self.resolution - 1), self.resolution)]
+
+    def _coarse_range(self, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor,
+                      far: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each ray's [near, far] shrunk to where it can meet an occupied fine cell (empty where it cannot).
+
+        The ray is sampled every h = half a coarse cell's smallest full side (in t: h / |d|). A point in an
+        occupied fine cell has a coarse sample within h / 2 of it, which lies in a marked coarse cell (the marks
+        are dilated by one coarse cell), so the range from the first marked sample - h to the last + h holds
+        every such point.
+        """
+        lo, hi = self.aabb[0], self.aabb[1]
+        n_coarse = math.ceil(self.resolution / COARSE)
+        h = float(((hi - lo) / self.resolution * COARSE).min()) / 2 / directions.norm(dim=-1)  # [N], in t
+        n_steps = int(torch.ceil((far - near) / h + 0.5).clamp_min(0).max()) if len(near) else 0
+        if n_steps == 0:  # no ray meets the occupied box
+            return near, near.clone()
+        t = near[:, None] + (torch.arange(n_steps, device=near.device) + 0.5) * h[:, None]  # [N, K]
+        points = origins[:, None] + t[..., None] * directions[:, None]
+        ijk = self._cell_of(points).div(COARSE, rounding_mode="floor")
+        ijk = ijk.clamp(0, n_coarse - 1)  # a point just outside maps to the boundary cell, a neighbour of its own
+        marked = self.coarse_occupied[_flat_index(ijk, n_coarse)]
+        marked &= t < (far + h / 2)[:, None]
+        hit = marked.any(1)
+        first = marked.int().argmax(1)
+        last = n_steps - 1 - marked.flip(1).int().argmax(1)
+        rows = torch.arange(len(t), device=t.device)
+        new_near = torch.maximum(near, t[rows, first] - h)
+        new_far = torch.where(hit, torch.minimum(far, t[rows, last] + h), new_near)
+        return new_near, new_far
+
+    def _window(self, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor, far: torch.Tensor,
+                offset: torch.Tensor, first_steps: torch.Tensor, count: int, step_size: float
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Steps first_steps .. first_steps + count - 1 of rays [A] (t = near + (step + offset) * step_size) ->
+        (row into the A rays [S], sorted; t [S]), kept where t < far and the point is in an occupied cell."""
+        steps = first_steps[:, None] + torch.arange(count, device=near.device)
+        t = near[:, None] + (steps + offset[:, None]) * step_size  # [A, W]
+        points = origins[:, None] + t[..., None] * directions[:, None]
+        keep = (t < far[:, None]) & self.occupied_at(points.reshape(-1, 3)).view(t.shape)
+        rows, k = keep.nonzero(as_tuple=True)
+        return rows, t[rows, k]
+
+    @torch.no_grad()
+    def sample(self, origins: torch.Tensor, directions: torch.Tensor, step_size: float,
+               density_fn: Callable[[torch.Tensor], torch.Tensor] | None = None, early_stop_eps: float = 1e-4,
+               alpha_threshold: float = 0.0, jitter: bool = False, window: int = 64,
+               generator: torch.Generator | None = None, clip: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Samples every ``step_size`` along each ray through the occupied bounding box, in occupied cells.
+
+        origins, directions: [N, 3] (unit directions make t metric; none may be zero) -> packed (ray_indices [M] int64, sorted, each
+        ray's samples in order of t; t_starts [M]; t_ends [M]): intervals of length step_size centred on the
+        points near + (k + offset) step_size, near where the ray enters the occupied box; ``jitter``: offset
+        uniform in [0, 1) per ray (training), else 0.5. A coarse pass first skips stretches that cannot meet an
+        occupied cell. With ``density_fn`` (world points [P, 3] -> density [P] or [P, 1]) rays are marched
+        ``window`` steps at a time, front to back, and a sample is kept only while the transmittance before it
+        exceeds ``early_stop_eps`` and its opacity 1 - exp(-density * step) exceeds ``alpha_threshold``; a ray
+        stops once its transmittance falls below early_stop_eps (Instant-NGP's early ray termination).
+        ``clip``: (near [N], far [N]) limits on t besides the occupied box (e.g. a crop box).
+        """
+        if step_size <= 0 or not math.isfinite(step_size):
+            raise ValueError(f"sample: step_size must be a positive number, got {step_size}")
+        if not 0 < early_stop_eps < 1 or not 0 <= alpha_threshold < 1 or window < 1:
+            raise ValueError(f"sample: need 0 < early_stop_eps < 1, 0 <= alpha_threshold < 1, window >= 1; got "
+                             f"{early_stop_eps}, {alpha_threshold}, {window}")
+        if origins.shape != directions.shape or origins.dim() != 2 or origins.shape[-1] != 3:
+            raise ValueError(f"sample: origins and directions must both be [N, 3], got {list(origins.shape)} and "
+                             f"{list(directions.shape)}")
+        n, device = len(origins), origins.device
+        near, far = ray_box_intersection(origins, directions, self.bounds)
+        if clip is not None:
+            near, far = torch.maximum(near, clip[0].reshape(-1)), torch.minimum(far, clip[1].reshape(-1))
+        if jitter:
+            offset = torch.rand(n, device=device, generator=generator)
+        else:
+            offset = torch.full((n,), 0.5, device=device)
+        start, end = self._coarse_range(origins, directions, near, far) if n else (near, far)
+        first_steps = torch.floor((start - near) / step_size).clamp_min(0).long()  # keeps the points of near's grid
+        alive = (end > start).nonzero().squeeze(1)  # rays still marching, ascending
+        max_depth = -math.log(early_stop_eps) if density_fn is not None else math.inf
+        depth = torch.zeros(n, dtype=wide_dtype(device), device=device)  # optical depth so far, per ray
+        found_rays, found_t = [], []
+        while len(alive):
+            rows, t = self._window(origins[alive], directions[alive], near[alive], end[alive], offset[alive],
+                                   first_steps[alive], window, step_size)
+            rays = alive[rows]
+            if density_fn is not None:
+                tau = density_fn(origins[rays] + t[:, None] * directions[rays]).reshape(-1).to(depth.dtype) * step_size
+                before = depth[rays] + optical_depth_before(tau, rays, n)
+                keep = (before < max_depth) & (1 - torch.exp(-tau) > alpha_threshold)
+                rays, t = rays[keep], t[keep]
+                depth.index_add_(0, alive[rows], tau)
+            found_rays.append(rays)
+            found_t.append(t)
+            first_steps[alive] += window
+            next_t = near[alive] + (first_steps[alive] + offset[alive]) * step_size
+            alive = alive[(next_t < end[alive]) & (depth[alive] < max_depth)]
+        if not found_rays:
+            empty = origins.new_zeros(0)
+            return empty.long(), empty, empty
+        rays, order = torch.sort(torch.cat(found_rays), stable=True)  # windows come in order of t: stays per ray
+        t = torch.cat(found_t)[order]
+        return rays, t - step_size / 2, t + step_size / 2

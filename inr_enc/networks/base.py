@@ -1,0 +1,58 @@
+"""The network contract: what reads an encoder's features. Like encoders, a network is built from a tiny-cuda-nn
+style config (``{"otype": ..., key: value}``) whose checks are pure (``resolve_config``), and exposes the resolved
+config as ``network.config``."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from torch import nn
+
+from ..config.checks import check_int, check_keys, check_mapping
+from ..encoders.base import Encoder, EncoderSpec
+
+
+class Network(nn.Module):
+    """Base class. A subclass sets ``otype`` and ``defaults`` (every valid key, ``otype`` included, with its
+    default) and implements ``_resolve`` (classmethod, pure: check every value, return the canonical config) and
+    ``_build(config, encoder)``. ``forward(h: [..., n_input_dims]) -> [..., n_output_dims]``, plus what the flags
+    below declare:
+    - ``reads_coordinates``: ``forward(h, coords)`` also reads the coordinates (PatchMLP routes by position);
+    - ``has_levels``: ``forward(h, level=k)`` evaluates a level of detail, ``n_levels`` of them (PINs);
+    - ``solves_closed_form``: ``solve(encoder, xs, ys, values, ridge)`` fits the weights in closed form
+      (``training.solver: closed-form``).
+    """
+
+    otype: ClassVar[str]
+    defaults: ClassVar[dict[str, Any]] = {}
+    reads_coordinates: ClassVar[bool] = False
+    has_levels: ClassVar[bool] = False
+    solves_closed_form: ClassVar[bool] = False
+
+    def __init__(self, n_input_dims: int, n_output_dims: int, config: dict | None = None,
+                 encoder: Encoder | None = None) -> None:
+        """``encoder``: the Encoder whose output this network reads, where the network depends on it (PINs'
+        bands, PatchMLP's coordinate dims, Separable's axes); None for a network used on its own."""
+        super().__init__()
+        self.config = self.resolve_config(config or {}, n_input_dims, n_output_dims, None if encoder is None else encoder.spec)
+        self.n_input_dims, self.n_output_dims = int(n_input_dims), int(n_output_dims)
+        self._build(self.config, encoder)
+
+    @classmethod
+    def resolve_config(cls, config: Any, n_input_dims: Any, n_output_dims: Any,
+                       encoder: EncoderSpec | None = None) -> dict[str, Any]:
+        """The canonical config, or ValueError naming the problem; pure (no tensors). ``encoder``: the resolved
+        encoding that feeds this network, None for a network on its own."""
+        config = {**cls.defaults, **check_mapping("network", "network", config, allow_none=False)}
+        check_keys("network", config, cls.defaults)
+        check_int("network", "n_input_dims", n_input_dims, 1)
+        check_int("network", "n_output_dims", n_output_dims, 1)
+        return cls._resolve(int(n_input_dims), int(n_output_dims), config, encoder)
+
+    @classmethod
+    def _resolve(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                 encoder: EncoderSpec | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _build(self, config: dict[str, Any], encoder: Encoder | None) -> None:
+        raise NotImplementedError

@@ -1,0 +1,82 @@
+"""Grid operations: tiny-cuda-nn's multiresolution grids as functions of a flat parameter table.
+
+- ``layout``: level geometry and table layout, computed as tcnn does (pure Python);
+- ``reference``: the PyTorch reference (corner indices, weights, interpolation; first and second derivatives);
+- ``cpu_kernel``: the fused C++ kernel (CPU), ``triton_kernel``: the Triton kernel (CUDA);
+- here: :func:`grid_encoding`, which runs the implementation it is told to, and :func:`kernel_unavailable_reason`,
+  which says why a kernel cannot run an input. Which implementation to use is decided by the encoders'
+  dispatcher (encoders/backends.py), not here.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from .layout import GRID_TYPES, HASH_PRIMES, INTERPOLATIONS, UINT32_MASK, GridLevel, default_per_level_scale, grid_levels
+from .reference import GridLevels, torch_grid_encoding
+
+KERNELS = ("torch", "cpp", "triton")
+
+
+def kernel_unavailable_reason(kernel: str, x: torch.Tensor) -> str | None:
+    """Why ``kernel`` cannot encode ``x: [N, d]`` here ("torch" always can), or None when it can. Asking about
+    "cpp" builds the C++ extension at its first use; asking about "triton" imports triton."""
+    if kernel == "torch":
+        return None
+    if kernel == "cpp":
+        from .cpu_kernel import fused_unavailable_reason
+
+        return fused_unavailable_reason(x)
+    if kernel == "triton":
+        from .triton_kernel import triton_unavailable_reason
+
+        return triton_unavailable_reason(x)
+    raise ValueError(f"unknown grid kernel {kernel!r}; valid kernels: {', '.join(KERNELS)}")
+
+
+def sparse_accumulator(owner: torch.nn.Module, params: torch.Tensor) -> Callable[[], torch.Tensor] | None:
+    """None unless ``owner.sparse_gradients`` is on and ``params`` is being trained; else a function giving the
+    zero workspace (like ``params``) that sparse table gradients accumulate in, made at its first call (only a
+    backward that goes sparse needs it) and kept on ``owner``."""
+    if not (owner.sparse_gradients and params.requires_grad and torch.is_grad_enabled()):
+        return None
+
+    def workspace() -> torch.Tensor:
+        kept = owner.__dict__.get("_sparse_accumulator")
+        if kept is None or kept.shape != params.shape or kept.dtype != params.dtype or kept.device != params.device:
+            kept = owner.__dict__["_sparse_accumulator"] = torch.zeros_like(params, requires_grad=False)
+        return kept
+
+    return workspace
+
+
+def grid_encoding(
+    x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features_per_level: int, interpolation: str,
+    kernel: str = "torch", sparse_accumulator: Callable[[], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """x: [N, d] -> [N, L * F] (level-major, feature-minor), read from the flat table ``params`` [E * F].
+
+    ``kernel``: "torch" (the reference), "cpp" (the fused CPU kernel) or "triton"; the three agree to float
+    rounding. ``sparse_accumulator`` (see the function of that name): the cpp kernel may then give ``params`` a
+    sparse gradient holding only the rows the batch read (for optim.GridAdam); the other kernels ignore it.
+    """
+    if kernel == "torch":
+        return torch_grid_encoding(x, params, levels, n_features_per_level, interpolation)
+    table = params.to(x.dtype)
+    if kernel == "cpp":
+        from .cpu_kernel import fused_grid_encoding
+
+        accumulator = sparse_accumulator if table is params else None  # not through a dtype conversion
+        return fused_grid_encoding(x, table, levels, n_features_per_level, interpolation, accumulator, torch_grid_encoding)
+    if kernel == "triton":
+        from .triton_kernel import triton_grid_encoding
+
+        return triton_grid_encoding(x, table, levels, n_features_per_level, interpolation)
+    raise ValueError(f"unknown grid kernel {kernel!r}; valid kernels: {', '.join(KERNELS)}")
+
+
+__all__ = ["GRID_TYPES", "HASH_PRIMES", "INTERPOLATIONS", "KERNELS", "UINT32_MASK", "GridLevel", "GridLevels",
+           "default_per_level_scale", "grid_encoding", "grid_levels", "kernel_unavailable_reason",
+           "sparse_accumulator", "torch_grid_encoding"]

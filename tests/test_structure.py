@@ -1,0 +1,122 @@
+"""The package's structure: no import cycles (every import counts, deferred ones too), layers that import only
+downwards (docs/architecture.md), and modules under 300 lines. Read from the sources with ast."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "inr_enc"
+MAX_LINES = 300
+# Layers from the bottom; a module may import its own layer and those below. Longest prefix wins.
+LAYERS = {
+    "inr_enc.config": 0, "inr_enc.io": 0, "inr_enc.metrics": 0,
+    "inr_enc.ops": 1,
+    "inr_enc.encoders": 2, "inr_enc.optim": 2,
+    "inr_enc.networks": 3,
+    "inr_enc.config.schema": 4,
+    "inr_enc.field": 5,
+    "inr_enc.fitting": 6, "inr_enc.nerf": 6,
+    "inr_enc.cli": 7, "inr_enc.nerfstudio": 7, "inr_enc": 7,
+}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The inr_enc modules ``name`` imports anywhere in its source (function bodies and TYPE_CHECKING included);
+    ``from package import module`` counts as importing the module."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = parts[: len(parts) - node.level + 1] if node.level else []
+            prefix = ".".join(base + ([node.module] if node.module else []))
+            # each name is a submodule, or else an attribute of the module (or package) it comes from
+            candidates = [f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in known else prefix for alias in node.names]
+        else:
+            continue
+        for candidate in candidates:
+            while candidate and candidate not in known:
+                candidate = candidate.rpartition(".")[0]
+            if candidate and candidate != name:
+                targets.add(candidate)
+    return targets
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imports(name, path, known) for name, path in known.items()}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan), or a module importing itself."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def layer(name: str) -> int:
+    return LAYERS[max((prefix for prefix in LAYERS if name == prefix or name.startswith(prefix + ".")), key=len)]
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_import_reader_sees_deferred_and_relative_imports(tmp_path):
+    known = {"inr_enc.x": tmp_path / "x.py", "inr_enc.y": tmp_path / "y.py", "inr_enc.pkg": tmp_path / "__init__.py",
+             "inr_enc.pkg.z": tmp_path / "z.py"}
+    (tmp_path / "x.py").write_text("def f():\n    from .y import g\n    from .pkg import z\nimport inr_enc.pkg\n")
+    assert imports("inr_enc.x", known["inr_enc.x"], known) == {"inr_enc.y", "inr_enc.pkg.z", "inr_enc.pkg"}
+
+
+def test_no_import_cycles():
+    edges = graph()
+    assert len(edges) > 40 and edges["inr_enc.encoders.grid"]  # the reader found the package and its imports
+    assert cycles(edges) == []
+
+
+def test_layers_import_only_downwards():
+    upward = [f"{name} ({layer(name)}) imports {target} ({layer(target)})"
+              for name, targets in graph().items() for target in targets if layer(target) > layer(name)]
+    assert upward == []
+
+
+def test_no_module_over_300_lines():
+    sizes = {name: len(path.read_text().splitlines()) for name, path in modules().items()}
+    assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
