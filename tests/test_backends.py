@@ -37,8 +37,8 @@ def test_auto_lets_each_nested_encoder_choose():
     assert "not tcnn" in encoder.encoders[0].last_backend.reason  # says why, in order
 
 
-@needs_cpp
-@pytest.mark.parametrize("backend, ran", [("torch", "torch"), ("cpp", "cpp"), ("auto", "cpp")])
+@pytest.mark.parametrize("backend, ran", [("torch", "torch"), pytest.param("cpp", "cpp", marks=needs_cpp),
+                                          pytest.param("auto", "cpp", marks=needs_cpp)])
 def test_progressive_keeps_the_backend_it_was_given_and_passes_it_on(backend, ran):
     encoder = build_encoder({"otype": "Progressive", "nested": GRID}, 2, backend)
     encoder(x2)
@@ -59,13 +59,19 @@ def test_a_backend_the_encoder_lacks_is_refused_at_construction():
         build_encoder({"otype": "Progressive", "nested": {"otype": "NeRF"}}, 2, backend="triton")
 
 
-def test_a_forced_kernel_that_cannot_run_says_why():
+def test_a_forced_kernel_that_cannot_run_says_why(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # CPU tensors without the interpreter: no triton
     encoder = build_encoder(GRID, 2, backend="triton")
-    reason = kernel_unavailable_reason("triton", x2)
-    assert reason is not None  # CPU tensors without TRITON_INTERPRET
-    with pytest.raises(ValueError, match="HashGrid: backend 'triton' unavailable: "):
+    with pytest.raises(ValueError, match="HashGrid: backend 'triton' unavailable: .*CUDA"):
         encoder(x2)
-    assert choose_backend(build_encoder(GRID, 2), x2).backend in ("cpp", "torch")
+
+
+def test_a_table_on_another_device_never_reaches_a_kernel():
+    table = torch.zeros(8, device="meta")  # stands for a table left on a GPU
+    assert kernel_unavailable_reason("cpp", x2, [table]) == "the grid table is on meta, the input on cpu"
+    encoder = build_encoder(GRID, 2).to("meta")
+    choice = choose_backend(encoder, x2)
+    assert choice.backend == "torch" and "not cpp: the grid table is on meta" in choice.reason
 
 
 def test_a_field_reports_what_ran():

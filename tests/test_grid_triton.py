@@ -82,7 +82,7 @@ def test_matches_torch_path(otype, d, extra, interpolation, dtype):
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # numpy, as intended
 def test_large_and_far_outside_inputs():
-    # Positions beyond the int32 range saturate; beyond float32 they clamp (grid_functional.py).
+    # Positions beyond the int32 range saturate; beyond float32 they clamp (ops/grid/reference.py).
     enc = _encoder("HashGrid", 2, {"n_levels": 3, "log2_hashmap_size": 5, "base_resolution": 4}, "Linear")
     x = torch.tensor([[-3e9, 3e9], [1e6, -1e6], [3e38, -3e38], [-1e-8, 1.0 + 1e-7]])
     grad = torch.randn(4, enc.n_output_dims, generator=torch.Generator().manual_seed(3))

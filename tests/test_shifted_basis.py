@@ -158,8 +158,8 @@ def test_piecewise_bases_have_finite_second_derivatives(basis):
 # --- Separable network ------------------------------------------------------------------------------
 
 def ref_phi(t, k, basis="gaussian", w=0.15):
-    """One axis block of the 2D separable encoding: the 1D reference, normalised over both axes (sqrt 2)."""
-    return ref_encode([[v] for v in t], k, basis, w, "separable") / math.sqrt(2)
+    """Phi of one axis: the 1D reference embedding (row norm <= 1 per axis, as Zheng et al.'s code)."""
+    return ref_encode([[v] for v in t], k, basis, w, "separable")
 
 
 def SeparableField(n_output_dims, encoding):
@@ -242,6 +242,8 @@ def test_separable_errors():
         SeparableField(3, {"otype": "ShiftedBasis", "axes": "diagonal"})
     with pytest.raises(ValueError, match="Separable: fits 2D signals"):
         Field(3, 1, {"encoding": {"otype": "ShiftedBasis"}, "network": {"otype": "Separable"}})
+    defaulted = Field(2, 1, {"network": {"otype": "Separable"}})  # the network's default encoding
+    assert defaulted.config["encoding"]["otype"] == "ShiftedBasis"
     with pytest.raises(ValueError, match="ShiftedBasis: 'basis' must be one of"):
         SeparableField(3, {"basis": "cubic"})
     field = SeparableField(3, {"n_bases": 4})

@@ -1,4 +1,4 @@
-"""Packed volume rendering and the occupancy grid (inr_enc/tasks) against slow per-ray loops in float64."""
+"""Packed volume rendering and the occupancy grid (inr_enc/nerf) against slow per-ray loops in float64."""
 
 import math
 

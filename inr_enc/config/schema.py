@@ -69,9 +69,14 @@ def resolve_field(config: Any, n_input_dims: int, n_output_dims: int) -> dict[st
     (encoding default Identity, network default MLP), without building anything."""
     config = check_mapping("field", "field config", config, allow_none=False)
     check_keys("field", config, FIELD_KEYS)
-    encoding = check_mapping("field", "encoding", config.get("encoding")) or dict(DEFAULT_ENCODING)
+    encoding = check_mapping("field", "encoding", config.get("encoding")) or default_encoding(config.get("network"))
     spec = encoder_spec(encoding, n_input_dims)
     return {"encoding": spec.config, "network": resolve_network(config.get("network"), n_output_dims, spec)}
+
+
+def default_encoding(network: Any) -> dict[str, Any]:
+    """The encoding of a config that names none: the network's own default (Separable: ShiftedBasis), else Identity."""
+    return dict(network_class(network).default_encoding or DEFAULT_ENCODING)
 
 
 def _encoding_with_seed(encoding: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -113,12 +118,12 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
     config = check_mapping("config", "config", config, allow_none=False)
     check_keys("config", config, SAVED_RUN_KEYS if saved else RUN_KEYS)
     seed = resolve_seed(seed if seed is not None else config.get("seed", 0))
-    encoding = check_mapping("config", "encoding", config.get("encoding")) or dict(DEFAULT_ENCODING)
+    network = check_mapping("config", "network", config.get("network"))
+    encoding = check_mapping("config", "encoding", config.get("encoding")) or default_encoding(network)
     encoding = _encoding_with_seed(encoding, seed)
     sized = encoder_class(encoding.get("otype")).sized_by_signal
     if sized is not None and encoding.get(sized) is None:
         encoding[sized] = list(coordinate_shape)
-    network = check_mapping("config", "network", config.get("network"))
     if "seed" in network_class(network).defaults:
         network.setdefault("seed", seed)
     field = resolve_field({"encoding": encoding, "network": network}, n_input_dims, n_output_dims)

@@ -29,10 +29,20 @@ BACKENDS = ("auto", "torch", "cpp", "triton", "tcnn")  # cpp, triton: inr_enc's 
 
 @dataclass(frozen=True)
 class Choice:
-    """What computed an encoder's last forward, and why."""
+    """What computed an encoder's last forward, and why: ``reason`` says how it was chosen, naming each backend
+    "auto" tried first and why it could not run."""
 
     backend: str  # "torch" | "cpp" | "triton" | "tcnn"
-    reason: str
+    asked: str
+    skipped: tuple[str, ...] = ()  # "not <backend>: <why>", in the order tried
+
+    @property
+    def reason(self) -> str:
+        if self.asked == "auto":
+            return "; ".join(["auto", *self.skipped])
+        if self.backend != self.asked:
+            return f"{self.asked} asked: the nested encoders run it, this encoder's own part torch"
+        return f"{self.asked} asked"
 
 
 def check_backend(encoder: nn.Module, backend: str) -> str:
@@ -53,7 +63,7 @@ def unavailable_reason(encoder: nn.Module, backend: str, x: torch.Tensor, cov: t
         return None
     if backend == "tcnn":
         return tcnn_unavailable_reason(encoder, x, cov)
-    return kernel_unavailable_reason(backend, x)
+    return kernel_unavailable_reason(backend, x, encoder.table_parameters())
 
 
 def choose_backend(encoder: nn.Module, x: torch.Tensor, cov: torch.Tensor | None = None) -> Choice:
@@ -64,15 +74,15 @@ def choose_backend(encoder: nn.Module, x: torch.Tensor, cov: torch.Tensor | None
         for name in encoder.auto_backends:
             reason = unavailable_reason(encoder, name, x, cov)
             if reason is None:
-                return Choice(name, "; ".join(["auto", *skipped]))
+                return Choice(name, asked, tuple(skipped))
             skipped.append(f"not {name}: {reason}")
         raise AssertionError(f"{encoder.otype}: auto_backends must end with 'torch'")
     if asked not in encoder.supported_backends:  # passed on to nested encoders, checked by check_backend
-        return Choice("torch", f"{asked} asked: the nested encoders run it, {encoder.otype}'s own part torch")
+        return Choice("torch", asked)
     reason = unavailable_reason(encoder, asked, x, cov)
     if reason is not None:
         raise ValueError(f"{encoder.otype}: backend {asked!r} unavailable: {reason}")
-    return Choice(asked, f"{asked} asked")
+    return Choice(asked, asked)
 
 
 def backends_used(model: nn.Module) -> dict[str, str]:

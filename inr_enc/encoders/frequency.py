@@ -11,6 +11,7 @@ from ..config.checks import check_int
 from .base import Encoder
 from .registry import register_encoder
 
+
 def frequency_encoding(x: torch.Tensor, n_frequencies: int) -> torch.Tensor:
     """x: [N, d] -> [N, d * 2F] ordered as tcnn: output j encodes dim j // 2F at frequency
     2^((j // 2) mod F) * pi, sin for even j, cos (= sin with phase pi/2) for odd j. Values in [-1, 1].

@@ -64,6 +64,12 @@ class Multiresolution(Encoder):
         """Output j belongs to level j // n_features_per_level."""
         return torch.arange(self.n_output_dims) // self._config["n_features_per_level"]
 
+    @staticmethod
+    def _levels(n_input_dims: int, config: dict[str, Any], grid_type: str, n_levels: int | None = None) -> list[GridLevel]:
+        """Levels 0..n_levels-1 (all by default) of a grid of ``grid_type`` with the config's keys."""
+        keys = ("log2_hashmap_size", "base_resolution", "per_level_scale")
+        return grid_levels(n_input_dims, grid_type, n_levels or config["n_levels"], *(config[key] for key in keys))
+
 
 @register_encoder()
 class Grid(Multiresolution):
@@ -101,16 +107,11 @@ class Grid(Multiresolution):
             "hash": check_choice(name, "hash", config["hash"], HASH_PRIMES),
             "seed": check_int(name, "seed", config["seed"], 0),
         }
-        check_table_size(name, cls._levels(n_input_dims, resolved))
+        check_table_size(name, cls._levels(n_input_dims, resolved, grid_type))
         return resolved
 
-    @staticmethod
-    def _levels(n_input_dims: int, config: dict[str, Any]) -> list[GridLevel]:
-        keys = ("type", "n_levels", "log2_hashmap_size", "base_resolution", "per_level_scale")
-        return grid_levels(n_input_dims, *(config[key] for key in keys))
-
     def _build(self, config: dict[str, Any]) -> None:
-        levels = self._levels(self.n_input_dims, config)
+        levels = self._levels(self.n_input_dims, config, config["type"])
         self.interpolation, self.n_features_per_level = config["interpolation"], config["n_features_per_level"]
         self.params = init_table(levels, self.n_features_per_level, seeded_generator(config["seed"]))
         self.levels = GridLevels(levels, HASH_PRIMES[config["hash"]])

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ..config.checks import check_choice, check_float, check_int
-from ..ops.grid import HASH_PRIMES, INTERPOLATIONS, GridLevel, GridLevels, grid_encoding, grid_levels, sparse_accumulator
+from ..ops.grid import HASH_PRIMES, INTERPOLATIONS, GridLevel, GridLevels, grid_encoding, sparse_accumulator
 from ..ops.precision import wide_dtype
 from .base import seeded_generator
 from .grid import Multiresolution, check_level_keys, check_table_size, init_table
@@ -107,13 +107,9 @@ class Hybrid(Multiresolution):
             "seed": check_int(name, "seed", config["seed"], 0),
         }
         check_table_size(name, cls._levels(n_input_dims, resolved, "Hash"))
+        if resolved["coarse"] == "Dense" and resolved["split_level"]:
+            check_table_size(name, cls._levels(n_input_dims, resolved, "Dense", resolved["split_level"]))
         return resolved
-
-    @staticmethod
-    def _levels(n_input_dims: int, config: dict[str, Any], grid_type: str, n_levels: int | None = None) -> list[GridLevel]:
-        """The HashGrid (or DenseGrid) levels 0..n_levels-1 of these keys (all levels by default)."""
-        keys = ("log2_hashmap_size", "base_resolution", "per_level_scale")
-        return grid_levels(n_input_dims, grid_type, n_levels or config["n_levels"], *(config[key] for key in keys))
 
     def _build(self, config: dict[str, Any]) -> None:
         d, split, n_levels = self.n_input_dims, config["split_level"], config["n_levels"]

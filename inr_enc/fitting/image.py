@@ -9,11 +9,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..metrics import psnr, ssim
+from ..metrics import ROW_BAND, psnr, ssim
 from .loop import Problem, predict, sample_centres
 from .signals import read_image, write_image
-
-ROW_BAND = 256  # rows reconstructed at a time, to bound memory on large images
 
 
 def pixel_coords(height: int, width: int, rows: slice = slice(None), cols: slice = slice(None)) -> torch.Tensor:

@@ -24,6 +24,9 @@ from ..ops.schedules import set_training_step
 from ..optim import GridAdam
 
 CHECKPOINT = "checkpoint.pt"
+# state-dict keys renamed since a checkpoint was written: the separable model kept W at the top level before it
+# became the Separable network (commit 0e5031c)
+RENAMED_KEYS = {"weight": "network.weight"}
 
 
 @dataclass
@@ -103,7 +106,12 @@ class Fitter:
 
     def load_checkpoint(self) -> None:
         payload = torch.load(self.out_dir / CHECKPOINT, map_location=self.device, weights_only=True)
-        self.model.load_state_dict(payload["model"])
+        state = {RENAMED_KEYS.get(key, key): value for key, value in payload["model"].items()}
+        try:
+            self.model.load_state_dict(state)
+        except RuntimeError as error:  # a checkpoint of another model: a clear message, not a traceback
+            first = str(error).strip().splitlines()[:2]
+            raise ValueError(f"{self.out_dir / CHECKPOINT} does not fit this run's model: {' '.join(first)[:300]}") from None
         if len(payload["optimizer"]["param_groups"]) != len(self.optimizer.param_groups):
             self._make_optimizer(lazy_tables=False)  # a run saved before lazy tables: it goes on as it began
         self.optimizer.load_state_dict(payload["optimizer"])

@@ -16,6 +16,7 @@ from ..encoders.backends import backends_used
 from ..field import Field
 from ..ops.grid.cpu_kernel import cpu_extension
 from ..optim import grid_tables
+from ..optim.lazy_adam import lazy_adam_extension
 from .audio import AudioTask
 from .image import ImageTask
 from .loop import Fitter
@@ -43,8 +44,10 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
             for file in out.glob(pattern):
                 file.unlink()
     out.mkdir(parents=True, exist_ok=True)
-    if device.type == "cpu" and grid_tables(model):
-        cpu_extension()  # a first build here, not inside the first (timed) training step
+    if device.type == "cpu" and grid_tables(model):  # first builds here, not inside the first (timed) step
+        cpu_extension()
+        if run["training"]["lazy_tables"]:
+            lazy_adam_extension()
     training = run["training"]
     fitter = Fitter(model, task.problem(), training, run["seed"], out, device, run)
     if resume:

@@ -20,7 +20,8 @@ class Network(nn.Module):
     - ``reads_coordinates``: ``forward(h, coords)`` also reads the coordinates (PatchMLP routes by position);
     - ``has_levels``: ``forward(h, level=k)`` evaluates a level of detail, ``n_levels`` of them (PINs);
     - ``solves_closed_form``: ``solve(encoder, xs, ys, values, ridge)`` fits the weights in closed form
-      (``training.solver: closed-form``).
+      (``training.solver: closed-form``);
+    - ``default_encoding``: the encoding a field config that names none gets (else Identity).
     """
 
     otype: ClassVar[str]
@@ -28,6 +29,7 @@ class Network(nn.Module):
     reads_coordinates: ClassVar[bool] = False
     has_levels: ClassVar[bool] = False
     solves_closed_form: ClassVar[bool] = False
+    default_encoding: ClassVar[dict[str, Any] | None] = None  # the encoding a field config without one gets
 
     def __init__(self, n_input_dims: int, n_output_dims: int, config: dict | None = None,
                  encoder: Encoder | None = None) -> None:

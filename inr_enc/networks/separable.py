@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from .base import Network
 from .registry import register_network
 
 NAME = "Separable"
+AXIS_SCALE = math.sqrt(2)  # undoes ShiftedBasis's division of each of its two axis blocks by sqrt(2)
 
 
 def check_tensor(name: str, value: Any, shape: tuple[int | None, ...]) -> torch.Tensor:
@@ -36,14 +38,17 @@ class Separable(Network):
     """``{"otype": "Separable"}``: f_c(x, y) = Phi_y W_c Phi_x^T for c < C = ``n_output_dims``, a linear layer on the
     Kronecker product kron(Phi_y, Phi_x) (K^2 features, never formed).
 
-    The encoding must be a 2D ShiftedBasis with ``axes: "separable"``: its output [..., 2K] is Phi_x (K values,
-    from the column coordinate x) then Phi_y (from the row coordinate y), as inr_enc's pixel coordinates are (x, y).
-    W: [C, K, K] (``weight``), initialised to zero: the model is linear in W, so zero is a valid start for gradient
-    descent and needs no seed. h: [..., 2K] -> [..., C]; float64 in, float64 out.
+    The encoding must be a 2D ShiftedBasis with ``axes: "separable"`` (the default encoding here): its output
+    [..., 2K] is the x block (K values, from the column coordinate) then the y block, as inr_enc's pixel coordinates
+    are (x, y). ShiftedBasis divides both blocks by sqrt(2) so a whole row has norm <= 1; Phi_x and Phi_y are the
+    blocks times sqrt(2), each the 1D embedding of the reference (row norm <= 1 per axis). W: [C, K, K]
+    (``weight``), initialised to zero: the model is linear in W, so zero is a valid start for gradient descent and
+    needs no seed. h: [..., 2K] -> [..., C]; float64 in, float64 out.
     """
 
     otype = NAME
     defaults = {"otype": NAME}
+    default_encoding = {"otype": "ShiftedBasis"}
     solves_closed_form = True
 
     @classmethod
@@ -65,7 +70,7 @@ class Separable(Network):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """h: [..., 2K] (Phi_x then Phi_y) -> [..., C]. Memory: a [N, C, K] intermediate."""
         flat = h.reshape(-1, self.n_input_dims)
-        phi_x, phi_y = flat.chunk(2, dim=-1)
+        phi_x, phi_y = (block * AXIS_SCALE for block in flat.chunk(2, dim=-1))
         # bilinear: out[n, c] = sum_ij phi_y[n, i] W[c, i, j] phi_x[n, j]
         out = nn.functional.bilinear(phi_y, phi_x, self.weight.to(flat.dtype))
         return out.reshape(*h.shape[:-1], self.n_output_dims)
@@ -76,7 +81,7 @@ class Separable(Network):
         k = encoder.n_output_dims // 2
         phi_x = encoder(torch.stack([xs, torch.zeros_like(xs)], -1))[:, :k]
         phi_y = encoder(torch.stack([torch.zeros_like(ys), ys], -1))[:, k:]
-        return phi_x, phi_y
+        return phi_x * AXIS_SCALE, phi_y * AXIS_SCALE
 
     def reconstruct_grid(self, encoder: Encoder, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
         """f on the grid ys x xs, two matmuls: xs: [W'], ys: [H'] -> [H', W', C] (row i, column j = f(xs[j], ys[i]))."""

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
 import torch
 
@@ -20,11 +20,14 @@ from .reference import GridLevels, torch_grid_encoding
 KERNELS = ("torch", "cpp", "triton")
 
 
-def kernel_unavailable_reason(kernel: str, x: torch.Tensor) -> str | None:
-    """Why ``kernel`` cannot encode ``x: [N, d]`` here ("torch" always can), or None when it can. Asking about
-    "cpp" builds the C++ extension at its first use; asking about "triton" imports triton."""
+def kernel_unavailable_reason(kernel: str, x: torch.Tensor, tables: Iterable[torch.Tensor] = ()) -> str | None:
+    """Why ``kernel`` cannot encode ``x: [N, d]`` from ``tables`` here ("torch" always can), or None when it can.
+    Asking about "cpp" builds the C++ extension at its first use; asking about "triton" imports triton."""
     if kernel == "torch":
         return None
+    elsewhere = [table.device for table in tables if table.device != x.device]
+    if elsewhere:  # the kernels read raw pointers: a table on another device must not reach them
+        return f"the grid table is on {elsewhere[0]}, the input on {x.device}"
     if kernel == "cpp":
         from .cpu_kernel import fused_unavailable_reason
 
