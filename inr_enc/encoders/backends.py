@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 BACKENDS = ("auto", "torch", "cpp", "triton", "tcnn")  # cpp, triton: inr_enc's grid kernels (ops/grid)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Choice:
     """What computed an encoder's last forward, and why: ``reason`` says how it was chosen, naming each backend
     "auto" tried first and why it could not run."""

@@ -168,10 +168,11 @@ class Encoder(nn.Module):
     def run(self, x: torch.Tensor, cov: torch.Tensor | None = None) -> torch.Tensor:
         """x: [N, n_input_dims] already checked (and cov [N, d, d]) -> [N, n_output_dims], on the backend that
         backends.choose_backend picks; nested encoders are run through this."""
-        self.last_backend = choose_backend(self, x, cov)
-        if self.last_backend.backend == "tcnn":
+        choice = choose_backend(self, x, cov)
+        self.__dict__["last_backend"] = choice  # a plain attribute: skips nn.Module.__setattr__'s checks per call
+        if choice.backend == "tcnn":
             return tcnn_encode(self, x, self._tcnn_modules)
-        return self.encode(x, self.last_backend.backend, cov)
+        return self.encode(x, choice.backend, cov)
 
     def extra_repr(self) -> str:
         keys = ", ".join(f"{k}={v!r}" for k, v in self._config.items() if k != "otype")
