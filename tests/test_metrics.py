@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from skimage.metrics import structural_similarity
-from torchmetrics.functional import structural_similarity_index_measure
+from torchmetrics.functional.image import structural_similarity_index_measure
 
 from inr_enc import metrics
 
