@@ -20,7 +20,7 @@ import torch
 
 from ..cpp_extension import build_extension
 from .layout import INTERPOLATIONS
-from .reference import GridLevels
+from .reference import GridLevels, kernel_input_reason
 
 # Sparse table gradients only for batches making fewer lookups than this many per table row. Measured on 2
 # cores (3D, 16 levels of 2^19 rows; fwd+bwd plus GridAdam's step): at 0.02 lookups per row sparse takes 6 ms
@@ -40,13 +40,10 @@ def fused_unavailable_reason(x: torch.Tensor) -> str | None:
     """Why the fused kernel cannot encode ``x: [N, d]`` here, or None when it can."""
     if x.device.type != "cpu":
         return f"the fused kernel runs on CPU tensors only, got a {x.device.type} input"
-    if x.dtype not in (torch.float32, torch.float64):
-        return f"the fused kernel takes float32 or float64 inputs, got {x.dtype}"
-    if x.dim() != 2 or not 1 <= x.shape[1] <= 7:
-        return f"the fused kernel takes [N, d] inputs with d in 1..7, got shape {tuple(x.shape)}"
-    if cpu_extension() is None:
+    reason = kernel_input_reason("fused kernel", x)
+    if reason is None and cpu_extension() is None:
         return "the fused CPU kernel did not build here"
-    return None
+    return reason
 
 
 def _level_args(levels: GridLevels) -> tuple:

@@ -186,6 +186,16 @@ class _InterpolateTable(torch.autograd.Function):
         return grad_table, grad_weights, None
 
 
+def kernel_input_reason(kernel: str, x: torch.Tensor) -> str | None:
+    """Why the compiled kernels (named ``kernel`` in the message) cannot take ``x``, or None: they take [N, d]
+    float32 or float64 inputs with d in 1..7."""
+    if x.dtype not in (torch.float32, torch.float64):
+        return f"the {kernel} takes float32 or float64 inputs, got {x.dtype}"
+    if x.dim() != 2 or not 1 <= x.shape[1] <= 7:
+        return f"the {kernel} takes [N, d] inputs with d in 1..7, got shape {tuple(x.shape)}"
+    return None
+
+
 def torch_grid_encoding(
     x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features_per_level: int, interpolation: str
 ) -> torch.Tensor:

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from .layout import INTERPOLATIONS
-from .reference import GridLevels, torch_grid_encoding
+from .reference import GridLevels, kernel_input_reason, torch_grid_encoding
 
 try:
     import triton
@@ -159,11 +159,7 @@ def triton_unavailable_reason(x: torch.Tensor) -> str | None:
         return f"the triton grid kernel needs triton >= 3.4, found {triton.__version__}"
     if not x.is_cuda and not (x.device.type == "cpu" and os.environ.get("TRITON_INTERPRET", "0") == "1"):
         return f"triton runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1), got a {x.device.type} input"
-    if x.dtype not in (torch.float32, torch.float64):
-        return f"the triton grid kernel takes float32 or float64 inputs, got {x.dtype}"
-    if x.dim() != 2 or not 1 <= x.shape[1] <= 7:
-        return f"the triton grid kernel takes [N, d] inputs with d in 1..7, got shape {tuple(x.shape)}"
-    return None
+    return kernel_input_reason("triton grid kernel", x)
 
 
 _LEVEL_CONSTANTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
