@@ -38,6 +38,7 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
             quiet: bool = False) -> dict[str, Any]:
     """Fit ``task`` with the resolved ``run`` into ``out`` (continuing its checkpoint with ``resume``); returns the
     metrics written to metrics.json."""
+    training = run["training"]
     model = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
     if not resume:  # the run is valid and built: only now replace an earlier run's outputs
         for pattern in OUTPUT_FILES:
@@ -46,9 +47,8 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
     out.mkdir(parents=True, exist_ok=True)
     if device.type == "cpu" and grid_tables(model):  # first builds here, not inside the first (timed) step
         cpu_extension()
-        if run["training"]["lazy_tables"]:
+        if training["lazy_tables"]:
             lazy_adam_extension()
-    training = run["training"]
     fitter = Fitter(model, task.problem(), training, run["seed"], out, device, run)
     if resume:
         fitter.load_checkpoint()
