@@ -42,10 +42,12 @@ def test_resolving_allocates_nothing():
     # built, each of these would need tens of GB to TB; resolved, they are dicts
     huge = [{"otype": "RandomFourier", "n_features": 10**10},
             {"otype": "LatentGrid", "resolution": [10**6, 10**6]},
-            {"otype": "ShiftedBasis", "n_bases": 10**9}]
+            {"otype": "ShiftedBasis", "n_bases": 2**21}]
     for encoding in huge:
-        run = run_of({"encoding": encoding, "network": {"n_neurons": 10**6}})
-        assert run["encoding"]["otype"] == encoding["otype"] and run["network"]["n_neurons"] == 10**6
+        field = resolve_field({"encoding": encoding, "network": {"n_neurons": 10**6}}, 2, 3)
+        assert field["encoding"]["otype"] == encoding["otype"] and field["network"]["n_neurons"] == 10**6
+        with pytest.raises(ValueError, match=r"^run: parameters, a training step.* need .* more than"):
+            run_of({"encoding": encoding, "network": {"n_neurons": 10**6}})  # the run's memory estimate refuses
 
 
 def test_a_run_resolves_every_section_and_fills_seeds():

@@ -12,6 +12,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Iterable, TypeVar
 
 T = TypeVar("T")
+INT64_MAX = 2**63 - 1  # every count ends up in int64 tensors and index math
+FLOAT32_MAX = 3.4028234663852886e38  # beyond it a number is inf as a float32
 
 
 def config_error(section: str, message: str) -> ValueError:
@@ -38,21 +40,33 @@ def check_mapping(section: str, key: str, value: Any, allow_none: bool = True) -
 
 
 def check_int(section: str, key: str, value: Any, low: int, high: int | None = None) -> int:
+    """An integer in [low, high]; with no ``high``, at most int64's maximum. A float that is a whole number counts."""
     if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
-        raise config_error(section, f"'{key}' must be an integer, got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise config_error(section, f"'{key}' must be {bounds}, got {value}")
+        raise config_error(section, f"'{key}' must be an integer, got {value!r}"[:300])
+    given, value = value, int(value)
+    if high is not None and not low <= value <= high:
+        raise config_error(section, f"'{key}' must be in [{low}, {high}], got {given!r}"[:300])
+    if value < low:
+        raise config_error(section, f"'{key}' must be >= {low}, got {given!r}"[:300])
+    if value > INT64_MAX:
+        raise config_error(section, f"'{key}' must be at most {INT64_MAX} (int64), got {given!r}"[:300])
     return value
 
 
-def check_float(section: str, key: str, value: Any, low: float | None = None, low_inclusive: bool = True) -> float:
+def check_float(section: str, key: str, value: Any, low: float | None = None, low_inclusive: bool = True,
+                high: float | None = None) -> float:
+    """A finite number >= ``low`` (> where not ``low_inclusive``) and <= ``high``; with no ``high`` its magnitude
+    is at most float32's maximum, so that it stays finite in a float32 tensor."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise config_error(section, f"'{key}' must be a finite number, got {value!r}")
+        raise config_error(section, f"'{key}' must be a finite number, got {value!r}"[:300])
     value = float(value)
     if low is not None and (value < low or (value == low and not low_inclusive)):
         raise config_error(section, f"'{key}' must be {'>=' if low_inclusive else '>'} {low}, got {value}")
+    if high is not None and value > high:
+        interval = f"in {'[' if low_inclusive else '('}{low:g}, {high:g}]" if low is not None else f"<= {high:g}"
+        raise config_error(section, f"'{key}' must be {interval}, got {value:g}")
+    if abs(value) > FLOAT32_MAX:
+        raise config_error(section, f"'{key}' must be within float32's range (magnitude <= {FLOAT32_MAX:.4g}), got {value:g}")
     return value
 
 

@@ -9,12 +9,14 @@ nerfstudio plugin and ``Field`` use.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from ..encoders.registry import encoder_class, encoder_spec
 from ..networks.registry import network_class, resolve_network
 from .checks import check_bool, check_choice, check_float, check_int, check_keys, check_mapping, config_error
+from .memory import check_memory, format_bytes
 
 RUN_KEYS = ("encoding", "network", "training", "seed")
 SAVED_RUN_KEYS = ("task", "config_name", *RUN_KEYS)
@@ -30,6 +32,9 @@ TRAINING_DEFAULTS: dict[str, Any] = {
 LOSSES = ("MSE", "RelativeL2")
 SCHEDULES = ("constant", "cosine")
 SOLVERS = ("adam", "closed-form")  # closed-form: a linear model's least-squares solve instead of steps
+MAX_LR, MAX_EPS, MAX_RIDGE = 10.0, 1.0, 1e6  # Adam's lr and eps, the closed-form solve's ridge
+ADAM_COPIES = 4  # a parameter, its gradient and Adam's two moments
+FORWARD_BACKWARD = 3  # per activation: the value kept for the backward, its gradient and a temporary
 
 
 def resolve_training(config: Any) -> dict[str, Any]:
@@ -46,16 +51,16 @@ def resolve_training(config: Any) -> dict[str, Any]:
     return {
         "steps": check_int("training", "steps", config["steps"], 0),
         "batch_size": None if batch is None else check_int("training", "batch_size", batch, 1),
-        "lr": check_float("training", "lr", config["lr"], 0.0, low_inclusive=False),
+        "lr": check_float("training", "lr", config["lr"], 0.0, low_inclusive=False, high=MAX_LR),
         "betas": betas,
-        "eps": check_float("training", "eps", config["eps"], 0.0),
+        "eps": check_float("training", "eps", config["eps"], 0.0, high=MAX_EPS),
         "loss": check_choice("training", "loss", config["loss"], LOSSES),
         "schedule": check_choice("training", "schedule", config["schedule"], SCHEDULES),
         "eval_every": check_int("training", "eval_every", config["eval_every"], 1),
         "checkpoint_every": check_int("training", "checkpoint_every", config["checkpoint_every"], 1),
         "eval_chunk": check_int("training", "eval_chunk", config["eval_chunk"], 1),
         "solver": check_choice("training", "solver", config["solver"], SOLVERS),
-        "ridge": check_float("training", "ridge", config["ridge"], 0.0),
+        "ridge": check_float("training", "ridge", config["ridge"], 0.0, high=MAX_RIDGE),
         "lazy_tables": check_bool("training", "lazy_tables", config["lazy_tables"]),
     }
 
@@ -92,6 +97,32 @@ def _encoding_with_seed(encoding: dict[str, Any], seed: int) -> dict[str, Any]:
     return encoding
 
 
+def estimate_run_memory(run: Mapping[str, Any], n_input_dims: int, n_output_dims: int, n_samples: int) -> dict[str, int]:
+    """Approximate bytes of a resolved run (``encoding``, ``network``, ``training``) on ``n_samples`` samples, by part:
+    - "parameters": float32 parameters and buffers of the encoding and network, times ADAM_COPIES with Adam (the
+      gradient and two moments);
+    - "training step": the batch (every sample where batch_size is null) times the floats per sample (coordinates,
+      encoding, the network's ``activation_width``), FORWARD_BACKWARD times, plus activations that do not grow with
+      the batch (``Encoder.fixed_activation_count``, LatentGrid's feature map);
+      With the closed-form solver: no steps, the solve's float64 copies of the signal's values;
+    - "evaluation": one chunk of eval_chunk samples, forward only;
+    - "signal": coordinates, values and a prediction per sample.
+    An estimate to refuse what cannot fit, not a promise that the rest does: allocator overhead, a backend's
+    workspace and per-encoder temporaries are not counted."""
+    spec = encoder_spec(run["encoding"], n_input_dims)
+    network, net_config, training = network_class(run["network"]), run["network"], run["training"]
+    n_params = (spec.cls.parameter_count(n_input_dims, spec.config)
+                + network.parameter_count(spec.n_output_dims, n_output_dims, net_config, spec))
+    fixed = spec.cls.fixed_activation_count(n_input_dims, spec.config)
+    width = n_input_dims + spec.n_output_dims + network.activation_width(spec.n_output_dims, n_output_dims, net_config, spec)
+    batch = n_samples if training["batch_size"] is None else min(training["batch_size"], n_samples)
+    adam = training["solver"] == "adam"
+    step = 4 * FORWARD_BACKWARD * (batch * width + fixed) if adam else 2 * 8 * n_samples * n_output_dims
+    return {"parameters": 4 * (ADAM_COPIES if adam else 1) * n_params, "training step": step,
+            "evaluation": 4 * (min(training["eval_chunk"], n_samples) * width + fixed),
+            "signal": 4 * n_samples * (n_input_dims + 2 * n_output_dims)}
+
+
 def check_task(task: Any) -> dict[str, Any]:
     """The task section: a mapping with ``kind`` (a task name: fitting/run.py's TASKS), ``path`` and
     ``train_split``."""
@@ -106,14 +137,16 @@ def check_task(task: Any) -> dict[str, Any]:
 
 def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_output_dims: int,
                 coordinate_shape: list[int], *, seed: Any = None, training: Mapping[str, Any] | None = None,
-                config_name: str | None = None, saved: bool = False) -> dict[str, Any]:
+                config_name: str | None = None, saved: bool = False, max_memory: int | None = None) -> dict[str, Any]:
     """The whole run, resolved: ``{"task", "config_name", "seed", "encoding", "network", "training"}``.
 
     ``config``: a run config (sections RUN_KEYS), or with ``saved`` a saved run (SAVED_RUN_KEYS, its own task and
     config_name). ``task``: the task section (kind, path, train_split and what the task reports of its signal);
     ``n_input_dims``/``n_output_dims``: the signal's coordinate and value dims; ``coordinate_shape``: its samples
     per coordinate dim (sets an encoding's signal-sized key left null, e.g. LatentGrid's resolution).
-    ``seed`` and ``training`` override the config's. Raises ValueError naming the first problem.
+    ``seed`` and ``training`` override the config's. Raises ValueError naming the first problem, and when the
+    run's approximate memory (``estimate_run_memory``) passes ``max_memory`` bytes (default
+    config.memory.memory_limit(): INR_ENC_MAX_MEMORY, else this machine's physical memory).
     """
     config = check_mapping("config", "config", config, allow_none=False)
     check_keys("config", config, SAVED_RUN_KEYS if saved else RUN_KEYS)
@@ -130,5 +163,9 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
     training = resolve_training({**check_mapping("config", "training", config.get("training")), **(training or {})})
     if training["solver"] == "closed-form" and not network_class(field["network"]).solves_closed_form:
         raise config_error("training", "solver 'closed-form' needs network otype Separable (a model linear in its weights)")
+    parts = estimate_run_memory({**field, "training": training}, n_input_dims, n_output_dims, math.prod(coordinate_shape))
+    described = ", ".join(f"{part} {format_bytes(size)}" for part, size in parts.items())
+    check_memory(f"run: parameters, a training step, evaluation and the signal ({described}) together", sum(parts.values()),
+                 max_memory)
     return {"task": check_task(task), "config_name": config_name if config_name is not None else config.get("config_name"),
             "seed": seed, **field, "training": training}

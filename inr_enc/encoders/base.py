@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ..config.checks import check_int, check_keys, check_mapping
+from ..config.memory import check_memory
 from ..ops.precision import compute_dtype
 from .backends import Choice, check_backend, choose_backend
 from .tcnn import tcnn_encode
@@ -46,7 +47,9 @@ class Encoder(nn.Module):
     - ``_build(config)``: parameters and buffers from the canonical config;
     - ``encode(x: [N, n_input_dims], backend, cov) -> [N, n_output_dims]`` in x's dtype (float32 or float64).
     ``supported_backends`` / ``auto_backends`` declare its implementations (see backends.py); ``uses_cov``
-    encoders also read a covariance per sample (cone tracing).
+    encoders also read a covariance per sample (cone tracing). Every finite input must encode to finite values
+    (and derivatives): ``guard_input`` reduces or saturates x for every backend, or raises ValueError naming the
+    valid range. ``config_buffers`` names the buffers derived from the config, which loading checks.
     """
 
     otype: ClassVar[str]
@@ -59,12 +62,16 @@ class Encoder(nn.Module):
     uses_cov: bool = False  # forward(x, cov) reads cov; containers set it per instance from their nested encoders
     sized_by_signal: ClassVar[str | None] = None  # a key that, left null, a fitting task sets to the signal's size
     sparse_gradients: bool = False  # set by optim.enable_sparse_gradients: grid tables may get sparse gradients
+    # Persistent buffers computed from the config (not trained), each with the keys that determine it (besides
+    # n_input_dims): a state dict holding other values was saved by another config, and loading it raises.
+    config_buffers: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __init__(self, n_input_dims: int, config: dict | None = None, backend: str = "auto") -> None:
         super().__init__()
         self._config = self.resolve_config(config or {}, n_input_dims)
         self.n_input_dims = int(n_input_dims)
         self.n_output_dims: int = self.output_dims(self.n_input_dims, self._config)
+        self.check_memory(self.n_input_dims, self._config)
         self.backend = check_backend(self, backend)
         self.last_backend: Choice | None = None  # what ran the last forward (backends.choose_backend)
         self._tcnn_modules: dict[torch.device, nn.Module] = {}
@@ -93,6 +100,29 @@ class Encoder(nn.Module):
     def band_count(cls, n_input_dims: int, config: dict[str, Any]) -> int | None:
         """Number of frequency bands or levels of a resolved config (see ``output_bands``); None for the others."""
         return None
+
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        """Elements of the parameters and buffers that ``_build`` makes for a resolved ``config`` (pure: checked
+        against the memory limit before building); 0 for parameter-free encodings."""
+        return 0
+
+    @classmethod
+    def fixed_activation_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        """Elements a forward computes whatever its batch size (LatentGrid's feature map); 0 by default."""
+        return 0
+
+    @classmethod
+    def always_on_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        """Output dims in band -1 (always on, see ``output_bands``; NeRF's raw input); the other bands are equal."""
+        return 0
+
+    @classmethod
+    def check_memory(cls, n_input_dims: int, config: dict[str, Any], limit: int | None = None) -> None:
+        """ValueError when the float32 parameters and batch-independent activations of a resolved ``config`` pass
+        ``limit`` (default: config.memory.memory_limit())."""
+        n = cls.parameter_count(n_input_dims, config) + cls.fixed_activation_count(n_input_dims, config)
+        check_memory(f"{cls.otype}: parameters and batch-independent activations", 4 * n, limit)
 
     @classmethod
     def spec_of(cls, config: dict[str, Any], n_input_dims: int) -> EncoderSpec:
@@ -125,6 +155,33 @@ class Encoder(nn.Module):
     def table_parameters(self) -> list[nn.Parameter]:
         """Parameters read by row lookups (grid tables), which optim.GridAdam updates lazily; none by default."""
         return []
+
+    def guard_input(self, x: torch.Tensor, backend: str) -> torch.Tensor:
+        """x: [N, n_input_dims] checked -> the x that ``backend`` computes on: x itself, or x reduced by an exact
+        period, clamped where the outputs no longer change, or saturated as the class documents (ops/phase.py),
+        so that every finite input gives finite outputs; or ValueError naming the valid input range. No host
+        sync where avoidable. Default: x (the encoding is finite for every finite input as it stands)."""
+        return x
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs) -> None:
+        """nn.Module's loading, after checking each of ``config_buffers`` present in ``state_dict`` against the
+        value this encoder's config gives: ValueError naming the encoder, the buffer and its keys where they differ
+        (a state dict saved by another config), instead of silently encoding with buffers ``config`` denies."""
+        for name, keys in self.config_buffers.items():
+            saved, own = state_dict.get(prefix + name), self._buffers.get(name)
+            if saved is None or own is None or own.is_meta:  # missing: nn.Module reports it (strict) or keeps ours
+                continue
+            same = (isinstance(saved, torch.Tensor) and saved.shape == own.shape
+                    and torch.equal(saved.detach().to(own.device, own.dtype), own))
+            if not same:
+                given = ", ".join(f"{key}={self._config[key]!r}" for key in keys)
+                raise ValueError(f"{self.otype}: the state dict's {prefix + name!r} differs from the buffer "
+                                 f"{name!r} this encoder's config gives; it is determined by {', '.join(keys)} and "
+                                 f"n_input_dims (here {given}, n_input_dims={self.n_input_dims}): build the "
+                                 f"encoder with the config the state dict was saved with")
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
 
     def tcnn_config(self) -> dict[str, Any] | None:
         """This encoder as a tiny-cuda-nn encoding config, or None where tcnn has no equivalent."""
@@ -170,6 +227,7 @@ class Encoder(nn.Module):
         backends.choose_backend picks; nested encoders are run through this."""
         choice = choose_backend(self, x, cov)
         self.__dict__["last_backend"] = choice  # a plain attribute: skips nn.Module.__setattr__'s checks per call
+        x = self.guard_input(x, choice.backend)
         if choice.backend == "tcnn":
             return tcnn_encode(self, x, self._tcnn_modules)
         return self.encode(x, choice.backend, cov)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ..config.checks import check_choice, check_int, config_error
-from .base import Encoder
+from .base import Encoder, EncoderSpec
 from .registry import build_encoder, encoder_spec, register_encoder
 
 REDUCTIONS = ("Concatenation", "Sum", "Product")
@@ -27,6 +27,10 @@ def _nested_slices(config: dict[str, Any]) -> list[tuple[int, int, dict[str, Any
     return slices
 
 
+def _nested_specs(config: dict[str, Any]) -> list[EncoderSpec]:
+    return [encoder_spec(inner, end - begin) for begin, end, inner in _nested_slices(config)]
+
+
 @register_encoder()
 class Composite(Encoder):
     """``{"otype": "Composite", "nested": [{"n_dims_to_encode": 3, "otype": ...}, {"otype": ...}],
@@ -35,7 +39,9 @@ class Composite(Encoder):
     As in tcnn (encodings/composite.h): nested encodings take consecutive input dims in order (or from
     ``dims_to_encode_begin``); at most one may leave ``n_dims_to_encode`` out and takes the dims left;
     entries with 0 dims are skipped. Concatenation joins outputs in order; Sum and Product need equal widths.
-    x: [..., d] -> [..., sum of nested widths] (concatenation) or [..., nested width].
+    x: [..., d] -> [..., sum of nested widths] (concatenation) or [..., nested width]. Any finite x: as each
+    nested encoding documents (each guards its own slice; under backend "tcnn" ``guard_input`` applies their
+    guards before tcnn runs the whole composition, unless nested slices overlap).
     """
 
     otype = "Composite"
@@ -46,8 +52,13 @@ class Composite(Encoder):
     @classmethod
     def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
         nested = config["nested"]
-        if not isinstance(nested, (list, tuple)) or not nested or not all(isinstance(c, dict) for c in nested):
-            raise config_error(cls.otype, "'nested' must be a non-empty list of encoding configs")
+        if not isinstance(nested, (list, tuple)) or not nested:
+            got = f"{type(nested).__name__} {nested!r}"[:200]
+            raise config_error(cls.otype, f"'nested' must be a non-empty list of encoding configs, got {got}")
+        for i, entry in enumerate(nested):
+            if not isinstance(entry, dict):
+                got = f"{type(entry).__name__} {entry!r}"[:200]
+                raise config_error(cls.otype, f"'nested' entry {i} must be an encoding config (a mapping), got {got}")
         reduction = check_choice(cls.otype, "reduction", config["reduction"], REDUCTIONS)
         explicit_begin = any("dims_to_encode_begin" in c for c in nested)
         n_specified = sum(check_int(cls.otype, "n_dims_to_encode", c.get("n_dims_to_encode", 0), 0) for c in nested)
@@ -82,6 +93,14 @@ class Composite(Encoder):
         widths = [encoder_spec(inner, end - begin).n_output_dims for begin, end, inner in _nested_slices(config)]
         return sum(widths) if config["reduction"] == "Concatenation" else widths[0]
 
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return sum(spec.cls.parameter_count(spec.n_input_dims, spec.config) for spec in _nested_specs(config))
+
+    @classmethod
+    def fixed_activation_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return sum(spec.cls.fixed_activation_count(spec.n_input_dims, spec.config) for spec in _nested_specs(config))
+
     def _build(self, config: dict[str, Any]) -> None:
         self.reduction = config["reduction"]
         self.encoders = nn.ModuleList()
@@ -91,6 +110,20 @@ class Composite(Encoder):
             self.encoders.append(build_encoder(inner, end - begin, nested_backend))
             self.slices.append((begin, end))
         self.uses_cov = any(encoder.uses_cov for encoder in self.encoders)
+
+    def guard_input(self, x: torch.Tensor, backend: str) -> torch.Tensor:
+        """On torch, x itself (each nested encoder guards its slice in its own ``run``); on tcnn, which runs the
+        whole composition, each nested encoder's guard on its slice; x itself where slices overlap (one dim
+        cannot take two guards)."""
+        if backend != "tcnn":
+            return x
+        parts, end = [], 0
+        for encoder, (begin, stop) in sorted(zip(self.encoders, self.slices), key=lambda pair: pair[1]):
+            if begin < end:
+                return x
+            parts += [x[:, end:begin], encoder.guard_input(x[:, begin:stop], backend)]
+            end = stop
+        return torch.cat([*parts, x[:, end:]], dim=1)
 
     def tcnn_config(self) -> dict[str, Any] | None:
         """The same composition for tcnn, or None when a nested encoding has no tcnn equivalent."""

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ..config.checks import check_int
+from ..ops.phase import reduce_period
 from .base import Encoder
 from .registry import register_encoder
 
@@ -25,7 +26,11 @@ def frequency_encoding(x: torch.Tensor, n_frequencies: int) -> torch.Tensor:
 
 @register_encoder()
 class Frequency(Encoder):
-    """``{"otype": "Frequency", "n_frequencies": 12}``: x: [..., d] -> [..., 2 * F * d] in [-1, 1]."""
+    """``{"otype": "Frequency", "n_frequencies": 12}``: x: [..., d] -> [..., 2 * F * d] in [-1, 1].
+
+    Any finite x: every output has period 2 in x, so x is read mod 2 (exact, ops/phase.py; x itself for
+    |x| < 2), on every backend: finite outputs and derivatives, the formula's value for the float x.
+    """
 
     otype = "Frequency"
     supported_backends = frozenset({"torch", "tcnn"})
@@ -49,6 +54,9 @@ class Frequency(Encoder):
     def output_bands(self) -> torch.Tensor:
         """Output j is at frequency 2^((j // 2) mod F) pi."""
         return (torch.arange(self.n_output_dims) // 2) % self.n_frequencies
+
+    def guard_input(self, x: torch.Tensor, backend: str) -> torch.Tensor:
+        return reduce_period(x, 2.0)
 
     def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         return frequency_encoding(x, self.n_frequencies)

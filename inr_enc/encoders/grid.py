@@ -11,6 +11,7 @@ levels hash); see ops/grid/reference.py for the one deliberate difference (overf
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -22,6 +23,9 @@ from .base import Encoder, seeded_generator
 from .registry import register_encoder
 
 GRID_BACKENDS = frozenset({"torch", "cpp", "triton", "tcnn"})
+# tcnn's grid math is uint32 (resolution (uint32)ceilf(scale) + 1, cells from x * scale): the finest level's scale
+# base_resolution * per_level_scale^(n_levels - 1) stays at most 2^31, with room for float32 rounding.
+MAX_LOG2_SCALE = 31
 
 
 def check_level_keys(name: str, config: dict[str, Any]) -> tuple[int, int, int, int]:
@@ -32,6 +36,21 @@ def check_level_keys(name: str, config: dict[str, Any]) -> tuple[int, int, int, 
         raise config_error(name, f"'n_features_per_level' must be 1, 2, 4 or 8 (as in tcnn), got {n_features}")
     log2_size = check_int(name, "log2_hashmap_size", config["log2_hashmap_size"], 1, 31)
     return n_levels, n_features, log2_size, check_int(name, "base_resolution", config["base_resolution"], 1)
+
+
+def check_finest_scale(name: str, n_levels: int, base_resolution: int, per_level_scale: float) -> None:
+    """ValueError unless the finest level's scale fits tcnn's uint32 grid math (checked before the layout)."""
+    log2_scale = math.log2(base_resolution) + (n_levels - 1) * math.log2(per_level_scale)
+    if log2_scale > MAX_LOG2_SCALE:
+        raise config_error(name, f"the finest level's resolution base_resolution * per_level_scale^(n_levels - 1) = "
+                                 f"2^{log2_scale:.1f} passes 2^{MAX_LOG2_SCALE} (tcnn's uint32 grid math); lower "
+                                 f"'per_level_scale' ({per_level_scale:g}), 'n_levels' or 'base_resolution'")
+
+
+def levels_buffer_count(levels: list[GridLevel]) -> int:
+    """Elements of GridLevels' buffers: scale and offset per level, strides and size per row-major level."""
+    n_dense = sum(not level.hashed for level in levels)
+    return 2 * len(levels) + n_dense * (len(levels[0].strides) + 1)
 
 
 def check_table_size(name: str, levels: list[GridLevel]) -> int:
@@ -100,6 +119,7 @@ class Grid(Multiresolution):
         if per_level_scale is None:
             per_level_scale = default_per_level_scale(grid_type, n_levels, base_resolution)
         per_level_scale = check_float(name, "per_level_scale", per_level_scale, 1.0)
+        check_finest_scale(name, n_levels, base_resolution, per_level_scale)
         resolved = {
             "type": grid_type, "n_levels": n_levels, "n_features_per_level": n_features, "log2_hashmap_size": log2_size,
             "base_resolution": base_resolution, "per_level_scale": per_level_scale,
@@ -109,6 +129,12 @@ class Grid(Multiresolution):
         }
         check_table_size(name, cls._levels(n_input_dims, resolved, grid_type))
         return resolved
+
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        levels = cls._levels(n_input_dims, config, config["type"])
+        n_entries = levels[-1].offset + levels[-1].size
+        return n_entries * config["n_features_per_level"] + levels_buffer_count(levels)
 
     def _build(self, config: dict[str, Any]) -> None:
         levels = self._levels(self.n_input_dims, config, config["type"])

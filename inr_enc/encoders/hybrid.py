@@ -19,9 +19,10 @@ from torch import nn
 
 from ..config.checks import check_choice, check_float, check_int
 from ..ops.grid import HASH_PRIMES, INTERPOLATIONS, GridLevel, GridLevels, grid_encoding, sparse_accumulator
+from ..ops.phase import max_row_l1, saturate
 from ..ops.precision import wide_dtype
 from .base import seeded_generator
-from .grid import Multiresolution, check_level_keys, check_table_size, init_table
+from .grid import Multiresolution, check_finest_scale, check_level_keys, check_table_size, init_table, levels_buffer_count
 from .registry import register_encoder
 
 # Sigma points use chol(cov + (REL_JITTER * trace / d + ABS_JITTER) I): rank-deficient or float32-rounded
@@ -68,6 +69,8 @@ class Hybrid(Multiresolution):
     Nyquist limit s_l / 2, features [cos(2 pi x B_l^T), sin(2 pi x B_l^T)], then a trainable linear map
     [2M] -> [F] (torch.nn.Linear's init). With cov this is mip-NeRF's integrated encoding, the exact expectation
     for x ~ N(mean, cov): E[cos(2 pi b.x)] = cos(2 pi b.mean) exp(-2 pi^2 b^T cov b), same for sin.
+    Any finite x: the Fourier levels read x saturated at +-P / (2 pi max ||b||_1) (as RandomFourier; P = 2^64 in
+    float32, 2^512 in float64), the grid levels wrap as HashGrid's do: finite outputs and derivatives.
     Coarse "Dense" (our alternative): DenseGrid levels 0..split_level-1 (same scales), table ``coarse_params``.
     With cov: the unscented transform (2d sigma points mean +- sqrt(d) L_i, L = chol(cov), weights 1/(2d),
     points clamped to [0, 1]); exact for features linear along each L_i, e.g. zero cov or a cov within one cell.
@@ -95,6 +98,7 @@ class Hybrid(Multiresolution):
         name = cls.otype
         n_levels, n_features, log2_size, base = check_level_keys(name, config)
         scale = check_float(name, "per_level_scale", config["per_level_scale"], 1.0)
+        check_finest_scale(name, n_levels, base, scale)
         resolved = {
             "n_levels": n_levels, "n_features_per_level": n_features, "log2_hashmap_size": log2_size,
             "base_resolution": base, "per_level_scale": scale,
@@ -110,6 +114,19 @@ class Hybrid(Multiresolution):
         if resolved["coarse"] == "Dense" and resolved["split_level"]:
             check_table_size(name, cls._levels(n_input_dims, resolved, "Dense", resolved["split_level"]))
         return resolved
+
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        d, split, n_levels, F = n_input_dims, config["split_level"], config["n_levels"], config["n_features_per_level"]
+        levels, count = cls._levels(d, config, "Hash"), 0
+        if split and config["coarse"] == "Fourier":
+            count += split * (config["n_frequencies"] * (d + 2 * F) + F)  # frequencies, weight, bias
+        elif split:
+            coarse = cls._levels(d, config, "Dense", split)
+            count += (coarse[-1].offset + coarse[-1].size) * F + levels_buffer_count(coarse)
+        if split < n_levels:
+            count += (levels[-1].offset + levels[-1].size - levels[split].offset) * F + levels_buffer_count(levels[split:])
+        return count
 
     def _build(self, config: dict[str, Any]) -> None:
         d, split, n_levels = self.n_input_dims, config["split_level"], config["n_levels"]
@@ -160,6 +177,7 @@ class Hybrid(Multiresolution):
 
     def _fourier(self, x: torch.Tensor, cov: torch.Tensor | None) -> torch.Tensor:
         frequencies = self.frequencies.to(x.dtype)  # [Lc, M, d]
+        x = saturate(x, 2 * math.pi * max_row_l1(frequencies))  # phases stay finite (ops/phase.py)
         projected = 2 * math.pi * torch.einsum("nd,lmd->lnm", x, frequencies)
         cos, sin = torch.cos(projected), torch.sin(projected)
         if cov is not None:  # mip-NeRF's IPE: Var(2 pi b.x) = 4 pi^2 b^T cov b, damping exp(-Var / 2)

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..config.checks import check_int, config_error
+from ..ops.phase import saturate
 from .base import Encoder, seeded_generator
 from .registry import register_encoder
 
@@ -76,6 +77,8 @@ class LatentGrid(Encoder):
     ``n_frequencies`` defaults to 16 / (2 d) (4 for images, 8 for audio), 0 drops the part. ``patches``
     (default one per dim): the Fourier part reads coordinates local to each patch of this grid, mapped to
     [-1, 1], as RECOMBINER does in its patch mode; the latent grid stays one grid over the whole signal.
+    Inputs outside [0, 1] extend the edge patches' local coordinates; any finite x: they saturate at
+    +-P / (2 pi 1024) (P = 2^64 in float32, 2^512 in float64; ops/phase.py), so the phases stay finite.
 
     Output [..., 2 d n_frequencies + n_features]: Fourier features first, then the latent features, the order
     RECOMBINER concatenates them (prior_model.py). Init from ``seed``: latent N(0, 0.1^2); conv weights and
@@ -110,6 +113,26 @@ class LatentGrid(Encoder):
     @classmethod
     def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
         return 2 * n_input_dims * config["n_frequencies"] + config["n_features"]
+
+    @staticmethod
+    def _stage_sizes(config: dict[str, Any]) -> list[int]:
+        """Spatial elements of the latent grid, then after each upsampling (before the crop to ``resolution``)."""
+        scales = config["scale_factors"]
+        latent = [-(-r // math.prod(scales)) for r in config["resolution"]]
+        return [math.prod(latent) * math.prod(scales[:i]) ** len(latent) for i in range(len(scales) + 1)]
+
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        widths = [config[key] for key in ("n_latent_channels", "n_hidden_channels", "n_hidden_channels", "n_features")]
+        convs = sum(a * b * k**n_input_dims + b for a, b, k in zip(widths[:-1], widths[1:], KERNEL_SIZES))
+        return widths[0] * cls._stage_sizes(config)[0] + convs
+
+    @classmethod
+    def fixed_activation_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        """The upsampler's activations (each stage: upsampled input, conv output, LeakyReLU), once per forward."""
+        widths = [config[key] for key in ("n_latent_channels", "n_hidden_channels", "n_hidden_channels", "n_features")]
+        sizes = cls._stage_sizes(config)[1:]
+        return sum((a + 2 * b) * size for a, b, size in zip(widths[:-1], widths[1:], sizes))
 
     def _build(self, config: dict[str, Any]) -> None:
         d, scales, self.resolution, self.patches = self.n_input_dims, config["scale_factors"], config["resolution"], config["patches"]
@@ -156,7 +179,7 @@ class LatentGrid(Encoder):
     def fourier(self, x: torch.Tensor) -> torch.Tensor:
         """x: [N, d] -> [N, 2 d n_frequencies] of patch-local coordinates in [-1, 1] (see class doc)."""
         n = torch.tensor(self.patches, dtype=x.dtype, device=x.device)
-        local = x * n - patch_cells(x, self.patches)
+        local = saturate(x * n - patch_cells(x, self.patches), 2 * math.pi * MAX_FREQUENCY)  # x * n may be inf
         w = torch.exp(torch.linspace(0, math.log(MAX_FREQUENCY), self.n_frequencies, dtype=x.dtype, device=x.device))
         phase = math.pi * ((2 * local - 1)[:, :, None] * w).reshape(x.shape[0], self.n_input_dims * self.n_frequencies)
         return torch.cat([torch.cos(phase), torch.sin(phase)], dim=-1)

@@ -12,7 +12,7 @@ from torch import nn
 from ..config.checks import check_float, check_int, config_error
 from .base import Encoder, seeded_generator
 from .registry import register_encoder
-from .random_fourier import fourier_features
+from .random_fourier import MAX_SIGMA, fourier_features
 
 
 def _uniform(shape: tuple[int, ...], bound: float, generator: torch.Generator) -> nn.Parameter:
@@ -28,7 +28,8 @@ class LearnableFourier(Encoder):
     then PE(x) = GeLU(r W1 + b1) W2 + b2 (Li et al., eq. 2-3). Li et al. draw W ~ N(0, gamma^-2) and write
     cos(x W^T); we write W in cycles per unit like RandomFourier, so sigma = 1 / (2 pi gamma).
     The MLP uses torch.nn.Linear's default init, drawn from ``seed``.
-    x: [..., d] -> [..., n_output], unbounded.
+    x: [..., d], any finite values -> [..., n_output], finite, unbounded; x saturates as in RandomFourier
+    (``fourier_features``: beyond +-P / (2 pi max_j ||W_j||_1), with the current W) so no phase overflows.
     """
 
     otype = "LearnableFourier"
@@ -39,7 +40,7 @@ class LearnableFourier(Encoder):
         n_features = check_int(cls.otype, "n_features", config["n_features"], 2)
         if n_features % 2:
             raise config_error(cls.otype, f"'n_features' (cos and sin halves) must be even, got {n_features}")
-        return {"n_features": n_features, "sigma": check_float(cls.otype, "sigma", config["sigma"], 0.0),
+        return {"n_features": n_features, "sigma": check_float(cls.otype, "sigma", config["sigma"], 0.0, high=MAX_SIGMA),
                 "n_hidden": check_int(cls.otype, "n_hidden", config["n_hidden"], 1),
                 "n_output": check_int(cls.otype, "n_output", config["n_output"], 1),
                 "seed": check_int(cls.otype, "seed", config["seed"], 0)}
@@ -47,6 +48,11 @@ class LearnableFourier(Encoder):
     @classmethod
     def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
         return config["n_output"]
+
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        n_features, n_hidden, n_output = config["n_features"], config["n_hidden"], config["n_output"]
+        return n_features // 2 * n_input_dims + (n_features + 1) * n_hidden + (n_hidden + 1) * n_output
 
     def _build(self, config: dict[str, Any]) -> None:
         n_features, sigma, n_hidden, n_output = (config[k] for k in ("n_features", "sigma", "n_hidden", "n_output"))

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ..config.checks import check_bool, check_choice, check_int
+from ..ops.phase import reduce_period, saturate
 from .base import Encoder
 from .registry import register_encoder
 
@@ -19,9 +20,15 @@ SCALES = {"pi": math.pi, "2pi": 2 * math.pi, "1": 1.0}
 def nerf_encoding(x: torch.Tensor, n_frequencies: int, scale: float, include_input: bool) -> torch.Tensor:
     """x: [N, d] -> [N, (include_input + 2F) * d] ordered like the original NeRF embedder:
     [x (if include_input), sin(s 2^0 x), cos(s 2^0 x), sin(s 2^1 x), cos(s 2^1 x), ...], each block d wide.
+
+    Finite for every finite x (ops/phase.py): with s = pi or 2 pi every sin/cos has period 2 in x, so the phases
+    read x mod 2 (exact; x itself for |x| < 2); with s = 1 (no exact period) x saturates at +-P / 2^(F-1)
+    (P = 2^64 in float32, 2^512 in float64: at least 2), past which phases have no precision anyway.
     """
     freqs = scale * 2.0 ** torch.arange(n_frequencies, dtype=x.dtype, device=x.device)
-    angles = x[:, None, :] * freqs[:, None]  # [N, F, d]
+    periodic = scale != 1.0  # pi, 2 pi: period 2
+    phase_x = reduce_period(x, 2.0) if periodic else saturate(x, 2.0 ** (n_frequencies - 1))
+    angles = phase_x[:, None, :] * freqs[:, None]  # [N, F, d]
     encoded = torch.stack([torch.sin(angles), torch.cos(angles)], dim=2).reshape(x.shape[0], 2 * n_frequencies * x.shape[1])
     return torch.cat([x, encoded], dim=-1) if include_input else encoded
 
@@ -31,6 +38,8 @@ class NeRF(Encoder):
     """``{"otype": "NeRF", "n_frequencies": 10, "scale": "pi" | "2pi" | "1", "include_input": true}``.
 
     x: [..., d] (used as given, no remapping) -> [..., (include_input + 2F) * d]; sin/cos values in [-1, 1].
+    Any finite x: scales "pi" and "2pi" read x mod 2 in the phases (exact), scale "1" saturates it beyond
+    +-P / 2^(F-1) (``nerf_encoding``); the raw input block is x itself.
     """
 
     otype = "NeRF"
@@ -49,6 +58,10 @@ class NeRF(Encoder):
     @classmethod
     def band_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
         return config["n_frequencies"]
+
+    @classmethod
+    def always_on_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        return n_input_dims if config["include_input"] else 0
 
     def _build(self, config: dict[str, Any]) -> None:
         self.n_frequencies, self.scale = config["n_frequencies"], SCALES[config["scale"]]

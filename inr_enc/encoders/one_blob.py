@@ -31,7 +31,13 @@ def one_blob_encoding(x: torch.Tensor, n_bins: int) -> torch.Tensor:
 
 @register_encoder()
 class OneBlob(Encoder):
-    """``{"otype": "OneBlob", "n_bins": 16}`` (n_bins a power of two): x: [..., d] -> [..., n_bins * d] in [0, 1]."""
+    """``{"otype": "OneBlob", "n_bins": 16}`` (n_bins a power of two): x: [..., d] -> [..., n_bins * d] in [0, 1].
+
+    Any finite x: the blob and its copies at x +- 1 (radius 1 / n_bins <= 1) miss [0, 1] for x outside
+    [-2, 3], where every output is 0. x is clamped to [-3, 4] (``guard_input``, every backend): there each
+    kernel CDF is already exactly 0 or 1, so the outputs are unchanged, and the quartic no longer overflows
+    (a NaN gradient from x ~ 1e10, NaN outputs from ~1e30 in float32).
+    """
 
     otype = "OneBlob"
     supported_backends = frozenset({"torch", "tcnn"})
@@ -47,6 +53,9 @@ class OneBlob(Encoder):
     @classmethod
     def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
         return n_input_dims * config["n_bins"]
+
+    def guard_input(self, x: torch.Tensor, backend: str) -> torch.Tensor:
+        return x.clamp(-3.0, 4.0)
 
     def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         return one_blob_encoding(x, self._config["n_bins"])

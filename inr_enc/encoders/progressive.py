@@ -37,7 +37,8 @@ class Progressive(Encoder):
     @classmethod
     def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(config["nested"], dict):
-            raise config_error(cls.otype, "'nested' must be the config of the encoder to schedule")
+            got = f"{type(config['nested']).__name__} {config['nested']!r}"[:200]
+            raise config_error(cls.otype, f"'nested' must be the config (a mapping) of the encoder to schedule, got {got}")
         nested = encoder_spec(config["nested"], n_input_dims)
         if nested.n_bands is None:
             raise config_error(cls.otype, f"{nested.cls.otype} has no frequency bands or levels to schedule")
@@ -55,6 +56,21 @@ class Progressive(Encoder):
     @classmethod
     def band_count(cls, n_input_dims: int, config: dict[str, Any]) -> int | None:
         return encoder_spec(config["nested"], n_input_dims).n_bands
+
+    @classmethod
+    def always_on_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        nested = encoder_spec(config["nested"], n_input_dims)
+        return nested.cls.always_on_dims(n_input_dims, nested.config)
+
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        nested = encoder_spec(config["nested"], n_input_dims)
+        return nested.cls.parameter_count(n_input_dims, nested.config) + nested.n_output_dims + 1  # + bands, step
+
+    @classmethod
+    def fixed_activation_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
+        nested = encoder_spec(config["nested"], n_input_dims)
+        return nested.cls.fixed_activation_count(n_input_dims, nested.config)
 
     def _build(self, config: dict[str, Any]) -> None:
         self.nested = build_encoder(config["nested"], self.n_input_dims, self.backend)

@@ -19,7 +19,21 @@ AXES = ("separable", "diagonal")
 # default (hat functions, i.e. linear interpolation; its 2D scripts use 1/(4K)). Box: the triangle's support. Sinc: 1/K puts
 # each copy's zeros on the other centres (Whittaker-Shannon interpolation).
 DEFAULT_WIDTH = {"gaussian": 0.75, "triangle": 1.0, "box": 1.0, "sinc": 1.0}
+MAX_BASES = 1 << 21  # max_axis_norm reads a grid of m K <= 2^22 points (m >= 2)
+MIN_WIDTH, MAX_WIDTH = 1e-9, 1e3  # in coordinate units: (t - c) / width stays finite in float32
 _SINC_SERIES = 0.01  # |u| below this: Taylor series, so that second derivatives stay finite at u = 0
+
+
+def axis_range(basis: str, width: float | None, dtype: torch.dtype) -> tuple[float, float]:
+    """[lo, hi] that axis coordinates are clamped to, so every finite input gives finite outputs and derivatives
+    (no (t - c) / width overflowing to inf, nor 0 * inf in a gradient). Centres lie in [0, 1) and lo, hi are 1 + a
+    margin beyond: gaussian 40 widths (exp(-800) is 0 even in float64), triangle and box one width, impulse
+    none, so every copy is exactly 0 (impulse: the same end centre) at lo, hi and beyond, and the clamp changes
+    no output. Sinc never reaches 0: its margin is 2^24 widths (float64: 2^53), where |sinc| < 2e-8 (float64:
+    4e-17) and the float32 phase pi u has no fraction left; beyond it the values are those at lo, hi."""
+    margin = {"gaussian": 40.0, "triangle": 1.0, "box": 1.0, "sinc": 2 / torch.finfo(dtype).eps}.get(basis, 0.0)
+    margin *= width or 0.0
+    return -1.0 - margin, 2.0 + margin
 
 
 def _sinc(u: torch.Tensor) -> torch.Tensor:
@@ -118,7 +132,9 @@ class ShiftedBasis(Encoder):
     on the rest of the batch. Here the divisor is fixed at construction: sqrt(n_axes) * max_axis_norm, so
     row norms are <= 1 on [0, 1]^d (up to the grid's O(step^2) for gaussian/sinc), with equality where every
     axis sits at the per-axis maximum (reached for "separable", nearly for "diagonal").
-    x: [..., d] in [0, 1] -> [..., n_axes * K] (axis-major), values in [0, 1] (sinc: [-1, 1]).
+    x: [..., d] in [0, 1] -> [..., n_axes * K] (axis-major), values in [0, 1] (sinc: [-1, 1]). Any finite x:
+    axis coordinates are clamped to ``axis_range`` (outputs unchanged: every copy is already 0 there; sinc:
+    saturates beyond 2^24 widths), so outputs and derivatives stay finite.
     """
 
     otype = "ShiftedBasis"
@@ -127,6 +143,8 @@ class ShiftedBasis(Encoder):
     @classmethod
     def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
         k = check_int(cls.otype, "n_bases", config["n_bases"], 1)
+        if k > MAX_BASES:
+            raise config_error(cls.otype, f"'n_bases' must be at most {MAX_BASES} (2^21), got {k}")
         basis = check_choice(cls.otype, "basis", config["basis"], BASES)
         width = config["width"]
         if basis == "impulse":
@@ -135,7 +153,9 @@ class ShiftedBasis(Encoder):
         elif width is None:
             width = DEFAULT_WIDTH[basis] / k
         else:
-            width = check_float(cls.otype, "width", width, 0.0, low_inclusive=False)
+            width = check_float(cls.otype, "width", width, 0.0, low_inclusive=False, high=MAX_WIDTH)
+            if width < MIN_WIDTH:
+                raise config_error(cls.otype, f"'width' must be at least {MIN_WIDTH:g} (float32 coordinates), got {width:g}")
         axes = check_choice(cls.otype, "axes", config["axes"], AXES)
         if axes == "diagonal" and n_input_dims != 2:
             raise config_error(cls.otype, f"'axes' \"diagonal\" needs exactly 2 input dims, got {n_input_dims}")
@@ -158,5 +178,6 @@ class ShiftedBasis(Encoder):
         return torch.cat([u, v, (u + v) / 2, (u - v + 1) / 2], dim=1)
 
     def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
-        phi = shifted_basis(self.axis_coords(x), self.n_bases, self.basis, self.width)
+        t = self.axis_coords(x).clamp(*axis_range(self.basis, self.width, x.dtype))  # diagonal may overflow to +-inf
+        phi = shifted_basis(t, self.n_bases, self.basis, self.width)
         return (phi * self.scale).reshape(x.shape[0], self.n_output_dims)

@@ -15,10 +15,18 @@ from typing import Any
 import torch
 
 from ..config.checks import check_int, config_error
+from ..ops.phase import max_exponent
 from .base import Encoder
 from .registry import register_encoder
 
 MAX_DEGREE = 8  # tcnn's sh_enc stops at 64 outputs.
+
+
+def max_component(dtype: torch.dtype) -> float:
+    """V = 2^((max exponent - 64) // 7): 512 in float32, 2^137 in float64. With |2x - 1| <= V every polynomial
+    (degree <= 7, coefficients and Legendre factors < 2^24) and its derivatives stay below 2^-40 of the
+    largest float, so outputs and gradients are finite."""
+    return 2.0 ** ((max_exponent(dtype) - 64) // (MAX_DEGREE - 1))
 
 
 def _normalisation(l: int, m: int) -> float:
@@ -60,7 +68,13 @@ def spherical_harmonics_encoding(x: torch.Tensor, degree: int) -> torch.Tensor:
 
 @register_encoder()
 class SphericalHarmonics(Encoder):
-    """``{"otype": "SphericalHarmonics", "degree": 4}``: x: [..., 3] -> [..., degree^2], degree in 1..8."""
+    """``{"otype": "SphericalHarmonics", "degree": 4}``: x: [..., 3] -> [..., degree^2], degree in 1..8.
+
+    Meant for x in [0, 1]^3 (a unit direction v as (v + 1) / 2), evaluated as tcnn does for any x. Any finite
+    x: each component saturates at |2x - 1| <= V (``max_component``: 512 in float32, 2^137 in float64, far
+    outside the directions it encodes; ``guard_input``, every backend), so outputs and derivatives stay
+    finite; beyond it, outputs are those at the bound and the gradient along that component is 0.
+    """
 
     otype = "SphericalHarmonics"
     supported_backends = frozenset({"torch", "tcnn"})
@@ -78,6 +92,10 @@ class SphericalHarmonics(Encoder):
 
     def _build(self, config: dict[str, Any]) -> None:
         self.degree = config["degree"]
+
+    def guard_input(self, x: torch.Tensor, backend: str) -> torch.Tensor:
+        v = max_component(x.dtype)
+        return x.clamp((1 - v) / 2, (1 + v) / 2)
 
     def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         return spherical_harmonics_encoding(x, self.degree)

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from ..config.checks import check_int
+from ..ops.phase import reduce_period
 from .base import Encoder
 from .registry import register_encoder
 
@@ -22,7 +23,11 @@ def triangle_wave_encoding(x: torch.Tensor, n_frequencies: int) -> torch.Tensor:
 
 @register_encoder()
 class TriangleWave(Encoder):
-    """``{"otype": "TriangleWave", "n_frequencies": 12}``: x: [..., d] -> [..., F * d] in [-1, 1]."""
+    """``{"otype": "TriangleWave", "n_frequencies": 12}``: x: [..., d] -> [..., F * d] in [-1, 1].
+
+    Any finite x: output k has period 2^(1-k) (k >= 0), so x is read mod 2 (exact, ops/phase.py; x itself for
+    |x| < 2), on every backend: finite outputs and derivatives, the formula's value for the float x.
+    """
 
     otype = "TriangleWave"
     supported_backends = frozenset({"torch", "tcnn"})
@@ -46,6 +51,9 @@ class TriangleWave(Encoder):
     def output_bands(self) -> torch.Tensor:
         """Output j (dim-major) has period 2^(1 - j mod F)."""
         return torch.arange(self.n_output_dims) % self.n_frequencies
+
+    def guard_input(self, x: torch.Tensor, backend: str) -> torch.Tensor:
+        return reduce_period(x, 2.0)
 
     def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         return triangle_wave_encoding(x, self.n_frequencies)

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from torch import nn
 
 from ..config.checks import check_int, check_keys, check_mapping
+from ..config.memory import check_memory
 from ..encoders.base import Encoder, EncoderSpec
 
 
@@ -38,6 +39,9 @@ class Network(nn.Module):
         super().__init__()
         self.config = self.resolve_config(config or {}, n_input_dims, n_output_dims, None if encoder is None else encoder.spec)
         self.n_input_dims, self.n_output_dims = int(n_input_dims), int(n_output_dims)
+        spec = None if encoder is None else encoder.spec
+        count = self.parameter_count(self.n_input_dims, self.n_output_dims, self.config, spec)
+        check_memory(f"{self.otype}: parameters", 4 * count)
         self._build(self.config, encoder)
 
     @classmethod
@@ -55,6 +59,20 @@ class Network(nn.Module):
     def _resolve(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
                  encoder: EncoderSpec | None) -> dict[str, Any]:
         raise NotImplementedError
+
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                        encoder: EncoderSpec | None) -> int:
+        """Elements of the parameters and buffers ``_build`` makes for a resolved ``config`` (pure: checked against
+        the memory limit before building); 0 unless a subclass counts them."""
+        return 0
+
+    @classmethod
+    def activation_width(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                         encoder: EncoderSpec | None) -> int:
+        """Floats a forward computes per sample past its input (hidden layers, output): the run's memory estimate
+        (config/schema.py) multiplies it by the batch."""
+        return n_output_dims
 
     def _build(self, config: dict[str, Any], encoder: Encoder | None) -> None:
         raise NotImplementedError

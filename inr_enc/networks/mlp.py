@@ -19,6 +19,8 @@ DEFAULTS: dict[str, Any] = {
     "otype": "MLP", "n_neurons": 64, "n_hidden_layers": 2, "activation": "ReLU", "output_activation": "None",
     "omega_0": 30.0, "first_omega_0": None, "spder_variant": "sqrt", "input_map": None, "bias": True, "seed": 1337,
 }
+MAX_HIDDEN_LAYERS = 1024  # each layer is its own nn.Linear module
+MAX_OMEGA = 1e5  # SIREN's audio uses 3000; beyond, float32 pre-activations have no sine left to speak of
 
 
 @register_network("FullyFusedMLP", "CutlassMLP")
@@ -43,9 +45,9 @@ class MLP(Network):
                  encoder: EncoderSpec | None) -> dict[str, Any]:
         otype = check_choice("network", "otype", config["otype"], OTYPES)
         activation = check_choice("network", "activation", config["activation"], ACTIVATIONS)
-        omega_0 = check_float("network", "omega_0", config["omega_0"], 0.0, low_inclusive=False)
+        omega_0 = check_float("network", "omega_0", config["omega_0"], 0.0, low_inclusive=False, high=MAX_OMEGA)
         first = config["first_omega_0"] if config["first_omega_0"] is not None else omega_0
-        first_omega_0 = check_float("network", "first_omega_0", first, 0.0, low_inclusive=False)
+        first_omega_0 = check_float("network", "first_omega_0", first, 0.0, low_inclusive=False, high=MAX_OMEGA)
         spder_variant = check_choice("network", "spder_variant", config["spder_variant"], ("sqrt", "arctan"))
         periodic = activation in PERIODIC
         input_map = config["input_map"] if config["input_map"] is not None else ("signed" if periodic else "none")
@@ -55,13 +57,24 @@ class MLP(Network):
             raise config_error("network", f"'spder_variant' applies to SPDER, not {activation}")
         return {
             "otype": otype, "n_neurons": check_int("network", "n_neurons", config["n_neurons"], 1),
-            "n_hidden_layers": check_int("network", "n_hidden_layers", config["n_hidden_layers"], 0),
+            "n_hidden_layers": check_int("network", "n_hidden_layers", config["n_hidden_layers"], 0, MAX_HIDDEN_LAYERS),
             "activation": activation,
             "output_activation": check_choice("network", "output_activation", config["output_activation"], ACTIVATIONS),
             "omega_0": omega_0, "first_omega_0": first_omega_0 if periodic else None, "spder_variant": spder_variant,
             "input_map": check_choice("network", "input_map", input_map, ("signed", "none")),
             "bias": check_bool("network", "bias", config["bias"]), "seed": check_int("network", "seed", config["seed"], 0),
         }
+
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                        encoder: EncoderSpec | None = None) -> int:
+        widths = [n_input_dims] + [config["n_neurons"]] * config["n_hidden_layers"] + [n_output_dims]
+        return sum(a * b + (b if config["bias"] else 0) for a, b in zip(widths[:-1], widths[1:]))
+
+    @classmethod
+    def activation_width(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                         encoder: EncoderSpec | None = None) -> int:
+        return config["n_neurons"] * config["n_hidden_layers"] + n_output_dims
 
     def _build(self, config: dict[str, Any], encoder: Encoder | None) -> None:
         self.activation, self.output_activation = config["activation"], config["output_activation"]

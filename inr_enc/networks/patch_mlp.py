@@ -21,6 +21,7 @@ from .registry import register_network
 DEFAULTS: dict[str, Any] = {
     **MLP_DEFAULTS, "otype": "PatchMLP", "patches": [4, 4], "n_neurons": 32, "n_hidden_layers": 3, "activation": "Sine",
 }
+MAX_PATCHES = 1 << 16  # every patch's MLP is built as a module of its own before the weights are stacked
 
 
 @register_network()
@@ -52,10 +53,22 @@ class PatchMLP(Network):
         if not 1 <= len(patches) <= 3:
             raise config_error("network", f"'patches' must list 1 to 3 patch counts (one per coordinate dim), got {config['patches']!r}")
         patches = [check_int("network", "patches", p, 1) for p in patches]
+        if math.prod(patches) > MAX_PATCHES:
+            raise config_error("network", f"'patches' {patches} make {math.prod(patches)} patches, more than {MAX_PATCHES}")
         if encoder is not None and len(patches) != encoder.n_input_dims:
             raise ValueError(f"network: 'patches' needs one count per coordinate dim ({encoder.n_input_dims}), got {patches}")
         mlp = MLP.resolve_config({k: v for k, v in config.items() if k not in ("otype", "patches")}, n_input_dims, n_output_dims)
         return {**mlp, "otype": "PatchMLP", "patches": patches}
+
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                        encoder: EncoderSpec | None = None) -> int:
+        return math.prod(config["patches"]) * MLP.parameter_count(n_input_dims, n_output_dims, config)
+
+    @classmethod
+    def activation_width(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                         encoder: EncoderSpec | None = None) -> int:
+        return n_input_dims + MLP.activation_width(n_input_dims, n_output_dims, config)  # + the padded input
 
     def _build(self, config: dict[str, Any], encoder: Encoder | None) -> None:
         self.patches = config["patches"]

@@ -26,7 +26,7 @@ from ..encoders.base import Encoder, EncoderSpec
 from ..ops.schedules import WINDOWS, band_weights, schedule_alpha
 from .activations import ACTIVATIONS, PERIODIC
 from .base import Network
-from .mlp import MLP
+from .mlp import MAX_HIDDEN_LAYERS, MLP
 from .registry import register_network
 
 PINS_DEFAULTS: dict[str, Any] = {
@@ -67,13 +67,38 @@ class PINs(Network):
         return {
             **config, "n_levels": check_int("PINs", "n_levels", config["n_levels"], 1, encoder.n_bands),
             "n_neurons": check_int("PINs", "n_neurons", config["n_neurons"], 1),
-            "n_hidden_layers": check_int("PINs", "n_hidden_layers", config["n_hidden_layers"], 1),
+            "n_hidden_layers": check_int("PINs", "n_hidden_layers", config["n_hidden_layers"], 1, MAX_HIDDEN_LAYERS),
             "activation": activation,
             "output_activation": check_choice("PINs", "output_activation", config["output_activation"], ACTIVATIONS),
             "window": check_choice("PINs", "window", config["window"], WINDOWS), "start_step": start_step,
             "end_step": check_int("PINs", "end_step", config["end_step"], start_step),
             "seed": check_int("PINs", "seed", config["seed"], 0),
         }
+
+    @classmethod
+    def level_input_widths(cls, n_levels: int, encoder: EncoderSpec) -> list[int]:
+        """Encoded dims level k reads (those of levels <= k, ``level_of_bands``), from the encoder's spec alone."""
+        always_on = encoder.cls.always_on_dims(encoder.n_input_dims, encoder.config)
+        n_bands = encoder.n_bands
+        per_band = (encoder.n_output_dims - always_on) // n_bands
+        # band b is at level floor(b L / B) <= k for b < ceil((k + 1) B / L)
+        return [always_on + per_band * min(n_bands, -(-(k + 1) * n_bands // n_levels)) for k in range(n_levels)]
+
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                        encoder: EncoderSpec | None) -> int:
+        n_levels, n_neurons, depth = config["n_levels"], config["n_neurons"], config["n_hidden_layers"]
+        inputs = cls.level_input_widths(n_levels, encoder)
+        body = {"n_neurons": n_neurons, "n_hidden_layers": depth - 1, "bias": True}
+        bodies = sum(MLP.parameter_count(w + (n_neurons if k else 0), n_neurons, body) for k, w in enumerate(inputs))
+        heads = n_levels * MLP.parameter_count(n_neurons, n_output_dims, {**body, "n_hidden_layers": 0})
+        return bodies + heads + sum(inputs) + 1  # + the buffers: the dims each level reads, the step
+
+    @classmethod
+    def activation_width(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                         encoder: EncoderSpec | None) -> int:
+        inputs = sum(cls.level_input_widths(config["n_levels"], encoder))
+        return inputs + config["n_levels"] * (config["n_neurons"] * config["n_hidden_layers"] + 2 * n_output_dims)
 
     def _build(self, config: dict[str, Any], encoder: Encoder | None) -> None:
         n_levels, n_neurons, seed = config["n_levels"], config["n_neurons"], config["seed"]

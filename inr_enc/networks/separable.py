@@ -63,6 +63,16 @@ class Separable(Network):
             raise config_error(NAME, f"the encoding's 'axes' must be \"separable\", got {encoder.config['axes']!r}")
         return {"otype": NAME}
 
+    @classmethod
+    def parameter_count(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                        encoder: EncoderSpec | None = None) -> int:
+        return n_output_dims * (n_input_dims // 2) ** 2
+
+    @classmethod
+    def activation_width(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
+                         encoder: EncoderSpec | None = None) -> int:
+        return n_output_dims * (n_input_dims // 2 + 1)  # the bilinear's [N, C, K] intermediate, the output
+
     def _build(self, config: dict[str, Any], encoder: Encoder | None) -> None:
         k = self.n_input_dims // 2
         self.weight = nn.Parameter(torch.zeros(self.n_output_dims, k, k))
