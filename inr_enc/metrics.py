@@ -16,8 +16,18 @@ ROW_BAND = 256  # rows compared (and reconstructed, fitting/image.py) at a time,
 
 
 def psnr(mse: float, value_range: float) -> float:
-    """10 log10(value_range^2 / mse); inf for mse 0."""
+    """10 log10(value_range^2 / mse); inf for mse 0, NaN for a NaN or infinite error (never inf for a bad fit)."""
+    if not math.isfinite(mse):
+        return math.nan
     return 10 * math.log10(value_range**2 / mse) if mse > 0 else math.inf
+
+
+def ssim_unavailable_reason(height: int, width: int) -> str | None:
+    """Why SSIM is not defined for an image of this size (reflect padding needs more than SSIM_PAD px), or None."""
+    if min(height, width) > SSIM_PAD:
+        return None
+    return (f"SSIM needs more than {SSIM_PAD} px on each side (its 11-px window is reflect-padded by {SSIM_PAD} px); "
+            f"this image is {width}x{height}")
 
 
 def ssim(a: torch.Tensor, b: torch.Tensor) -> float | None:
@@ -26,7 +36,7 @@ def ssim(a: torch.Tensor, b: torch.Tensor) -> float | None:
     ``structural_similarity_index_measure(..., data_range=1.0)`` on the whole image. None for images of
     SSIM_PAD px or fewer on a side, which reflect padding cannot pad."""
     height, width = a.shape[:2]
-    if min(height, width) <= SSIM_PAD:
+    if ssim_unavailable_reason(height, width) is not None:
         return None
     total = 0.0
     for top in range(0, height, ROW_BAND):

@@ -11,7 +11,7 @@ import torch
 
 from ..metrics import psnr
 from .loop import Problem, predict, sample_centres
-from .signals import read_wav, write_wav
+from .signals import read_audio, write_audio
 
 AUDIO_RANGE = 2.0  # PSNR peak-to-peak range of [-1, 1] amplitudes
 
@@ -22,7 +22,7 @@ def sample_coords(n_samples: int) -> torch.Tensor:
 
 
 class AudioTask:
-    """Fit one WAV file (mono or multichannel; int16, int32 or float32 samples)."""
+    """Fit one audio file (fitting/signals.py: WAV of any depth, FLAC, OGG...; mono or multichannel)."""
 
     unit = "sample"
     n_input_dims = 1
@@ -31,7 +31,7 @@ class AudioTask:
         if train_split:
             raise ValueError("--train-split applies to images only")
         self.path = Path(path)
-        self.audio = read_wav(self.path)
+        self.audio = read_audio(self.path)
         self.n_samples, self.n_output_dims = self.audio.samples.shape
 
     @property
@@ -40,7 +40,8 @@ class AudioTask:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "audio", "path": str(self.path), "rate": self.audio.rate, "samples": self.n_samples,
-                "channels": self.n_output_dims, "format": self.audio.sample_format}
+                "channels": self.n_output_dims, "format": self.audio.sample_format,
+                "container": self.audio.container.lower()}
 
     def problem(self) -> Problem:
         coords, values = sample_coords(self.n_samples), torch.from_numpy(self.audio.samples)
@@ -48,7 +49,8 @@ class AudioTask:
 
     def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
                name: str = "reconstruction") -> dict[str, float]:
-        """Write <name>.wav (the input's sample format and rate); return psnr over all samples."""
+        """Write <name>.wav, .flac or .ogg (the input's container, subtype and rate where libsndfile writes them, else
+        WAV: ``Audio.output_format``); return psnr over all samples."""
         recon = predict(model, sample_coords(self.n_samples), chunk, device).numpy()
-        write_wav(out_dir / f"{name}.wav", recon, self.audio.rate, self.audio.sample_format)
+        write_audio(out_dir / f"{name}.{self.audio.output_format[2]}", recon, self.audio)
         return {"psnr": psnr(float(np.mean((recon - self.audio.samples) ** 2, dtype=np.float64)), AUDIO_RANGE)}

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..metrics import ROW_BAND, psnr, ssim
+from ..metrics import ROW_BAND, psnr, ssim, ssim_unavailable_reason
 from .loop import Problem, predict, sample_centres
 from .signals import read_image, write_image
 
@@ -31,6 +31,9 @@ class ImageTask:
         self.path, self.train_split = Path(path), train_split
         self.image = read_image(self.path)
         self.height, self.width, self.n_output_dims = self.image.pixels.shape
+        if train_split and min(self.height, self.width) < 2:
+            raise ValueError(f"{self.path}: --train-split tests on pixels [1::2, 1::2]; a {self.width}x{self.height} "
+                             "image has none")
 
     @property
     def coordinate_shape(self) -> list[int]:
@@ -39,7 +42,8 @@ class ImageTask:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "image", "path": str(self.path), "train_split": self.train_split,
-                "height": self.height, "width": self.width, "channels": self.n_output_dims}
+                "height": self.height, "width": self.width, "channels": self.n_output_dims,
+                "bit_depth": 8 * self.image.dtype.itemsize}
 
     def problem(self) -> Problem:
         pixels = torch.from_numpy(self.image.pixels)
@@ -66,7 +70,8 @@ class ImageTask:
 
     def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
                name: str = "reconstruction") -> dict[str, float]:
-        """Write <name>.png; return psnr (test pixels with the split, else all), psnr_train, ssim."""
+        """Write <name>.png; return psnr (test pixels with the split, else all), psnr_train, ssim (None, with
+        ssim_note saying why, for an image too small for SSIM's window)."""
         recon = self.reconstruct(model, chunk, device)
         write_image(out_dir / f"{name}.png", recon, self.image.dtype)
         target = self.image.pixels
@@ -77,6 +82,8 @@ class ImageTask:
         else:
             metrics = {"psnr": psnr(float(np.mean((recon - target) ** 2, dtype=np.float64)), 1.0)}
         metrics["ssim"] = ssim(torch.from_numpy(np.clip(recon, 0, 1)), torch.from_numpy(target))
+        if metrics["ssim"] is None:
+            metrics["ssim_note"] = ssim_unavailable_reason(self.height, self.width)
         return metrics
 
     @property
