@@ -49,7 +49,7 @@ CEILING_KEY = {name.split()[1]: name for name, _, _ in LIMIT_GRIDS}  # "2D" -> b
 PATHS = ("torch", "cpp-dense", "cpp-sparse", "nerfstudio")
 NETWORK = {"otype": "FullyFusedMLP", "n_neurons": 64, "n_hidden_layers": 2, "activation": "ReLU",
            "output_activation": "None"}
-ADAM = {"lr": 1e-2, "betas": (0.9, 0.99), "eps": 1e-15}  # configs/hashgrid.yaml
+ADAM = {"lr": 1e-2, "betas": (0.9, 0.99), "eps": 1e-15}  # inr_enc/configs/hashgrid.yaml
 TARGET = 1e6  # samples/s of a training step
 DEFAULT_SPARSE_RULE = cpu_kernel.SPARSE_BELOW_READS_PER_ROW
 

@@ -293,7 +293,7 @@ def test_memory_against_pure_hashgrid():
 
 
 def test_bundled_config_is_lighter_than_the_hashgrid_one():
-    configs = Path(__file__).resolve().parent.parent / "configs"
+    configs = Path(__file__).resolve().parent.parent / "inr_enc" / "configs"
     hybrid_cfg = yaml.safe_load((configs / "hybrid.yaml").read_text())
     hash_cfg = yaml.safe_load((configs / "hashgrid.yaml").read_text())
     assert hybrid_cfg["network"] == hash_cfg["network"] and hybrid_cfg["training"] == hash_cfg["training"]

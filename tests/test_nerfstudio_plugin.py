@@ -108,6 +108,63 @@ def test_named_field_configs_keep_density_unbounded_and_bad_settings_are_refused
             InrNerfModelConfig(**bad)
 
 
+BAD_SETTINGS = [  # model flags (as ns-train's, less "--pipeline.model.") -> the one line printed after "ns-train: "
+    (["--encoding-config", '{"otype": "NoSuch"}'], "encoding_config: unknown encoding otype 'NoSuch'; valid otypes: "),
+    (["--encoding-config", '{"otype": "HashGrid", "n_levles": 4}'],
+     "encoding_config: HashGrid: unknown config key 'n_levles' (did you mean 'n_levels'?); valid keys: "),
+    (["--encoding-config", '{"otype": "HashGrid", "per_level_scale": "x"}'],
+     "encoding_config: HashGrid: 'per_level_scale' must be a finite number, got 'x'"),
+    (["--encoding-config", '{"otype": "HashGrid"'], "encoding_config: not valid JSON: "),
+    (["--encoding-config", "no/such/file.yaml"], "encoding_config: no config file or named config 'no/such/file.yaml'"),
+    (["--encoding-config", '{"encoding": {"otype": "NeRF"}, "netwrok": {}}'],
+     "encoding_config: unknown field config keys ['netwrok']"),
+    (["--encoding.log2-hashmap-size", "-3"], "encoding: HashGrid: 'log2_hashmap_size' must be in [1, 31], got -3"),
+    (["--encoding.otype", "Frequency"], "encoding: Frequency: unknown config key 'n_levels'"),
+    (["--network.n-neurons", "0"], "network: 'n_neurons' must be >= 1, got 0"),
+    (["--direction-encoding.degree", "12"], "direction_encoding: SphericalHarmonics: 'degree' must be in [1, 8], got 12"),
+    (["--color-network.activation", "Foo"], "color_network: 'activation' must be one of "),
+    (["--geo-feat-dim", "-1"], "InrNerfModelConfig: need geo_feat_dim >= 0"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_SETTINGS)
+def test_bad_settings_on_the_command_line_print_one_line_and_exit_2(args, message, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["ns-train"])
+    with pytest.raises(SystemExit) as exit_info:
+        tyro.cli(InrNerfModelConfig, args=args)  # what ns-train's parser does with --pipeline.model.*
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ns-train: {message}"), lines
+
+
+def test_bad_settings_in_python_raise_value_errors_naming_the_setting():
+    with pytest.raises(ValueError, match=r"^encoding: HashGrid: 'log2_hashmap_size' must be in \[1, 31\], got -3$"):
+        InrNerfModelConfig(encoding={**InrNerfModelConfig().encoding, "log2_hashmap_size": -3})
+    with pytest.raises(ValueError, match=r"^color_network: unknown config key 'n_nerons' \(did you mean 'n_neurons'"):
+        InrNerfModelConfig(color_network={"n_nerons": 3})
+    with pytest.raises(ValueError, match=r"^network: 'network' must be a mapping"):
+        InrNerfModelConfig(network=None)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--pipeline.model.encoding-config", '{"otype": "HashGrid", "n_levles": 4}'],
+     "ns-train: encoding_config: HashGrid: unknown config key 'n_levles' (did you mean 'n_levels'?); valid keys: "
+     "base_resolution, hash, interpolation, log2_hashmap_size, n_features_per_level, n_levels, per_level_scale, "
+     "seed, type"),
+    (["--pipeline.model.encoding.log2-hashmap-size", "-3"],
+     "ns-train: encoding: HashGrid: 'log2_hashmap_size' must be in [1, 31], got -3"),
+])
+def test_ns_train_refuses_bad_settings_in_one_line_before_creating_its_output_folder(flags, message, tmp_path):
+    result = subprocess.run(
+        [str(BIN / "ns-train"), "inr-hashgrid", "--machine.device-type", "cpu", "--vis", "tensorboard",
+         "--output-dir", str(tmp_path / "outputs"), *flags, "blender-data", "--data", str(SCENE)],
+        cwd=tmp_path, env={**CPU_ENV, "PYTHONWARNINGS": "ignore"},  # torch's and nerfstudio's FutureWarnings
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.splitlines() == [message]
+    assert list(tmp_path.iterdir()) == []  # no outputs/, no config.yml
+
+
 def test_rays_that_miss_everything_render_the_background():
     from nerfstudio.cameras.rays import RayBundle
 

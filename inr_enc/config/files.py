@@ -1,24 +1,26 @@
-"""Loading configs: JSON or YAML files, by path or by name from the project's configs/ folder."""
+"""Loading configs: JSON or YAML files, by path or by name from the package's configs/ folder (inr_enc/configs,
+package data: in a wheel too)."""
 
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = Path(resources.files("inr_enc") / "configs")  # a regular folder: pip installs wheels unpacked
 SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def available_configs() -> list[str]:
-    """Names of the configs in configs/ (usable as ``load_config(name)``)."""
+    """Names of the configs in inr_enc/configs/ (usable as ``load_config(name)``)."""
     return sorted(p.stem for p in CONFIG_DIR.glob("*") if p.suffix in SUFFIXES)
 
 
 def load_config(name_or_path: str | Path) -> dict[str, Any]:
-    """Read a config dict from a .json/.yaml file, or from configs/NAME.{yaml,yml,json}.
+    """Read a config dict from a .json/.yaml file, or from inr_enc/configs/NAME.{yaml,yml,json}.
 
     Raises ValueError if nothing matches or the file does not hold a mapping.
     """

@@ -9,7 +9,6 @@ AlexNet weights are already on disk (nothing is downloaded).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Tuple, Type
@@ -24,14 +23,13 @@ from nerfstudio.utils import colormaps
 from torch import nn
 from torch.profiler import record_function
 
-from ..config import load_config
-from ..config.schema import FIELD_KEYS, RUN_KEYS, resolve_field
 from ..metrics import psnr, ssim
 from ..nerf.occupancy import OccupancyGrid
 from ..nerf.volume_rendering import accumulate, render_weights
 from ..ops.schedules import set_training_step
 from ..optim import grid_tables
 from .field import EncodedRadianceField
+from .settings import check_field_settings, command_line_errors, resolve_encoding_config
 
 # Instant-NGP's field (Müller et al. 2022, §5.4), sized for CPU: 16 levels from 16 to 512 cells (enough for
 # scenes of a few hundred pixels), 2^17 entries per level (tcnn's default is 2^19).
@@ -40,31 +38,6 @@ HASHGRID = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log
 DENSITY_NETWORK = {"otype": "FullyFusedMLP", "activation": "ReLU", "n_neurons": 64, "n_hidden_layers": 1}
 SPHERICAL_HARMONICS = {"otype": "SphericalHarmonics", "degree": 4}
 COLOR_NETWORK = {"otype": "FullyFusedMLP", "activation": "ReLU", "n_neurons": 64, "n_hidden_layers": 2}
-
-
-def resolve_encoding_config(text: str, geo_feat_dim: int) -> dict[str, Any]:
-    """``--pipeline.model.encoding-config``: JSON text, a .json/.yaml file or an inr_enc config name -> a resolved
-    field config {"encoding"[, "network"]} for 3D positions, checked by the run-config schema (config/schema.py).
-
-    The text holds an encoding config, or a field config with "encoding" (and optionally "network") keys; an
-    inr-fit config's "training" and "seed" are accepted and unused."""
-    if text.lstrip().startswith("{"):
-        try:
-            config = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"encoding_config: not valid JSON: {error}") from None
-    else:
-        config = load_config(text)
-    if not isinstance(config, dict) or not ("otype" in config or "encoding" in config):
-        raise ValueError("encoding_config: expected an encoding config (with 'otype') or a field config "
-                         "(with 'encoding')")
-    if "otype" in config:
-        return {"encoding": resolve_field({"encoding": config}, 3, 1 + geo_feat_dim)["encoding"]}
-    unknown = sorted(set(config) - set(RUN_KEYS))
-    if unknown:
-        raise ValueError(f"encoding_config: unknown field config keys {unknown}; expected {list(RUN_KEYS)}")
-    resolved = resolve_field({key: config[key] for key in FIELD_KEYS if key in config}, 3, 1 + geo_feat_dim)
-    return {key: resolved[key] for key in FIELD_KEYS if key in config}
 
 
 @dataclass
@@ -110,6 +83,12 @@ class InrNerfModelConfig(ModelConfig):
     """Rays per forward pass when rendering whole images."""
 
     def __post_init__(self) -> None:
+        """Every setting checked (settings.py) and ``encoding_config`` resolved: a bad one raises ValueError, or,
+        while ns-train parses its command line, prints one line and exits with code 2 (no output folder yet)."""
+        with command_line_errors():
+            self._check_settings()
+
+    def _check_settings(self) -> None:
         checks = {"grid_resolution >= 1": self.grid_resolution >= 1, "grid_update_every >= 1": self.grid_update_every >= 1,
                   "grid_warmup_steps >= 0": self.grid_warmup_steps >= 0, "geo_feat_dim >= 0": self.geo_feat_dim >= 0,
                   "occupancy_threshold >= 0": self.occupancy_threshold >= 0,
@@ -125,6 +104,8 @@ class InrNerfModelConfig(ModelConfig):
             if "network" in config:
                 self.network = dict(config["network"])
             self.encoding_config = None  # resolved: the saved config.yml holds the dicts themselves
+        check_field_settings(self.encoding, self.network, self.direction_encoding, self.color_network,
+                             self.geo_feat_dim)
 
 
 class InrNerfModel(Model):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Type
+from typing import Callable, Iterable, Type
 
 import torch
 from nerfstudio.engine.optimizers import AdamOptimizerConfig
@@ -30,7 +30,7 @@ def lazy_adam(params: Iterable[torch.nn.Parameter], lr: float, eps: float = 1e-1
 class LazyAdamOptimizerConfig(AdamOptimizerConfig):
     """AdamOptimizerConfig for grid tables, with tiny-cuda-nn's lazy update."""
 
-    _target: Type = field(default_factory=lambda: lazy_adam)
+    _target: Callable[..., GridAdam] = field(default_factory=lambda: lazy_adam)  # a function: not a Type (tyro warns)
     lazy: bool = True
 
 

@@ -1,0 +1,101 @@
+"""The checks of the model's settings (InrNerfModelConfig's dicts and ``encoding_config``): pure, nothing built,
+run when the config is made. ns-train's command line is parsed by tyro into the config, so a bad setting stops
+ns-train there, before nerfstudio writes the run's config.yml (and with it the output folder).
+
+While tyro builds the config from a command line, a bad setting prints one line on stderr, ``ns-train: <message>``,
+and exits with code 2 (tyro's code for rejected input) instead of tyro's framed error box; made in Python, the
+config raises the ValueError as usual.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..config import check_mapping, load_config
+from ..config.schema import FIELD_KEYS, RUN_KEYS, resolve_field
+from ..encoders import encoder_spec
+from ..networks import MLP
+from ..networks.registry import resolve_network
+
+
+@contextmanager
+def naming(setting: str, section: str | None = None) -> Iterator[None]:
+    """A ValueError raised inside gets ``setting: `` in front of its message, in place of the schema's
+    ``section: `` (the settings' dicts are the schema's encoding and network sections) or of nothing."""
+    try:
+        yield
+    except ValueError as error:
+        message = str(error)
+        for prefix in (f"{setting}: ", f"{section or setting}: "):
+            message = message.removeprefix(prefix)
+        raise ValueError(f"{setting}: {message}") from None
+
+
+def resolve_encoding_config(text: str, geo_feat_dim: int) -> dict[str, Any]:
+    """``--pipeline.model.encoding-config``: JSON text, a .json/.yaml file or an inr_enc config name -> a resolved
+    field config {"encoding"[, "network"]} for 3D positions, checked by the run-config schema (config/schema.py).
+
+    The text holds an encoding config, or a field config with "encoding" (and optionally "network") keys; an
+    inr-fit config's "training" and "seed" are accepted and unused."""
+    with naming("encoding_config"):
+        if text.lstrip().startswith("{"):
+            try:
+                config = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"not valid JSON: {error}") from None
+        else:
+            config = load_config(text)
+        if not isinstance(config, dict) or not ("otype" in config or "encoding" in config):
+            raise ValueError("expected an encoding config (with 'otype') or a field config (with 'encoding')")
+        if "otype" in config:
+            return {"encoding": resolve_field({"encoding": config}, 3, 1 + geo_feat_dim)["encoding"]}
+        unknown = sorted(set(config) - set(RUN_KEYS))
+        if unknown:
+            raise ValueError(f"unknown field config keys {unknown}; expected {list(RUN_KEYS)}")
+        resolved = resolve_field({key: config[key] for key in FIELD_KEYS if key in config}, 3, 1 + geo_feat_dim)
+        return {key: resolved[key] for key in FIELD_KEYS if key in config}
+
+
+def check_field_settings(encoding: Any, network: Any, direction_encoding: Any, color_network: Any,
+                         geo_feat_dim: int) -> None:
+    """What EncodedRadianceField (field.py) builds from these settings, resolved without building anything:
+    ValueError naming the setting and the problem (unknown otype or key, with a close match; a bad value)."""
+    with naming("encoding"):
+        position = encoder_spec(encoding, 3)
+    with naming("network"):
+        network = check_mapping("network", "network", network, allow_none=False)
+        resolve_network({**network, "output_activation": "None"}, 1 + geo_feat_dim, position)
+    with naming("direction_encoding", "encoding"):
+        direction = encoder_spec(direction_encoding, 3)
+    with naming("color_network", "network"):
+        color = check_mapping("network", "color_network", color_network, allow_none=False)
+        MLP.resolve_config({**color, "output_activation": "Sigmoid"}, direction.n_output_dims + geo_feat_dim, 3)
+
+
+def _tyro_is_parsing() -> bool:
+    """Whether tyro (ns-train's command-line parser) is on the call stack, building the config from arguments."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__") or ""
+        if module == "tyro" or module.startswith("tyro."):
+            return True
+        frame = frame.f_back
+    return False
+
+
+@contextmanager
+def command_line_errors() -> Iterator[None]:
+    """A ValueError raised inside, while tyro parses a command line: ``<prog>: <message>`` on stderr, exit code 2
+    (tyro would frame the message in a box, its internal field path in front); otherwise raised unchanged."""
+    try:
+        yield
+    except ValueError as error:
+        if not _tyro_is_parsing():
+            raise
+        print(f"{Path(sys.argv[0]).name or 'ns-train'}: {error}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
