@@ -10,12 +10,28 @@ operations, schedules), ``encoders``, ``networks``, ``optim``, ``field``, then t
 then the ``cli`` and the ``nerfstudio`` plugin.
 """
 
-from .config import available_configs, load_config
-from .encoders import ENCODERS, Encoder, build_encoder
-from .encoders.tcnn import tcnn_available
-from .field import Field, build_field
-from .networks import NETWORKS, Network, build_network
+import importlib
+from typing import Any
 
-__all__ = ["ENCODERS", "NETWORKS", "Encoder", "Field", "Network", "available_configs", "build_encoder", "build_field",
-           "build_network", "load_config", "tcnn_available"]
+# name -> module it lives in. Imported on first use (PEP 562), so ``import inr_enc.config`` or the inr-fit command
+# does not pay for torch before it needs it (inr-fit answers Ctrl-C or SIGTERM during that import with one line).
+_EXPORTS = {
+    "available_configs": "config", "load_config": "config",
+    "ENCODERS": "encoders", "Encoder": "encoders", "build_encoder": "encoders", "tcnn_available": "encoders.tcnn",
+    "Field": "field", "build_field": "field",
+    "NETWORKS": "networks", "Network": "networks", "build_network": "networks",
+}
+__all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'inr_enc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

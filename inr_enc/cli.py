@@ -1,39 +1,49 @@
-"""``inr-fit``: fit an image or a WAV file with a field from a config, from the command line.
+"""``inr-fit``: fit an image or an audio file (WAV, FLAC, OGG) with a field from a config, from the command line.
 
     inr-fit image [PATH] [--config hashgrid] [--steps N] [--out DIR] [--train-split] [--seed S] ...
-    inr-fit audio PATH.wav [--config siren-audio] ...
+    inr-fit audio PATH (.wav, .flac, .ogg) [--config siren-audio] ...
     inr-fit image --resume DIR [--steps N]
 
-Bad input prints one line on stderr and exits with code 2; Ctrl-C saves a checkpoint and exits with 130.
+Exit codes: 0 done; 2 bad input (one line on stderr, nothing in --out changed); 3 training diverged (a non-finite
+loss: the last good checkpoint is kept); 130 Ctrl-C or SIGTERM (a running fit saves its checkpoint first).
+Only argparse, signal and the light ``fitting.stops`` are imported before ``main`` installs its signal handling;
+torch and the rest load inside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
-from typing import Any
-
-import torch
-import yaml
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .config import load_config
-from .config.schema import check_task, resolve_run
-from .fitting.loop import CHECKPOINT, Interrupted
-from .fitting.run import TASKS, fit_run
+from .config.memory import memory_limit_set
+from .fitting.run_folder import CHECKPOINT, check_target
+from .fitting.stops import Diverged, Interrupted
 
-DEFAULT_IMAGE = Path(__file__).resolve().parent.parent / "data" / "astronaut.png"
-DEFAULT_CONFIGS = {"image": "hashgrid", "audio": "siren-audio"}
+if TYPE_CHECKING:
+    import torch
+
+DEFAULT_IMAGE = Path(__file__).resolve().parent / "data" / "astronaut.png"  # package data: in a wheel too
+DEFAULT_CONFIGS = {"image": "hashgrid", "audio": "siren-audio"}  # also the task names (fitting/run.py's TASKS)
 # flag -> key of the training section it overrides
 TRAINING_FLAGS = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "schedule": "schedule",
                   "eval_every": "eval_every", "checkpoint_every": "checkpoint_every"}
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, as for every other bad input (argparse adds the usage)
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="inr-fit", description="Fit an implicit neural representation to an image or a WAV file.")
-    parser.add_argument("task", choices=sorted(TASKS), help="what to fit")
-    parser.add_argument("path", nargs="?", type=Path, help="the signal (image: default data/astronaut.png)")
-    parser.add_argument("--config", help="config name in configs/ or a .yaml/.json file (image: hashgrid, audio: siren-audio)")
+    parser = _Parser(prog="inr-fit", description="Fit an implicit neural representation to an image or an audio file (WAV, FLAC, OGG).")
+    parser.add_argument("task", choices=sorted(DEFAULT_CONFIGS), help="what to fit")
+    parser.add_argument("path", nargs="?", type=Path, help="the signal (image: default inr_enc/data/astronaut.png)")
+    parser.add_argument("--config", help="config name in inr_enc/configs/ or a .yaml/.json file (image: hashgrid, audio: siren-audio)")
     parser.add_argument("--out", type=Path, help="output folder (default out/<signal>-<config>)")
     parser.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier run in --out")
     parser.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR")
@@ -46,11 +56,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--schedule", choices=("constant", "cosine"))
     parser.add_argument("--eval-every", type=int, help="steps between PSNR evaluations (the curve)")
     parser.add_argument("--checkpoint-every", type=int, metavar="K", help="steps between checkpoints")
+    parser.add_argument("--max-memory", metavar="SIZE", help="refuse runs estimated to need more memory than SIZE "
+                        "(e.g. 64G; default: this machine's memory)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser.parse_args(argv)
 
 
 def pick_device(name: str) -> torch.device:
+    import torch
+
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available() or name == "mps" and not torch.backends.mps.is_available():
@@ -61,6 +75,9 @@ def pick_device(name: str) -> torch.device:
 def _resolved(config: dict[str, Any], task_kind: str, path: str, train_split: bool, **options: Any
               ) -> tuple[dict[str, Any], Any]:
     """Read the signal (input only) and resolve the whole run against it (config/schema.py)."""
+    from .config.schema import check_task, resolve_run
+    from .fitting.run import TASKS
+
     check_task({"kind": task_kind, "path": path, "train_split": train_split})
     task = TASKS[task_kind](path, train_split)
     section = {"kind": task_kind, "path": path, "train_split": train_split, **task.describe()}
@@ -75,8 +92,7 @@ def new_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     if path is None:
         raise ValueError(f"inr-fit {args.task} needs the path of the signal")
     out = args.out or Path("out") / f"{Path(path).stem}-{Path(name).stem}"
-    if out.exists() and any(out.iterdir()) and not args.overwrite:
-        raise ValueError(f"{out} exists and is not empty; pass --overwrite to replace it or --resume {out} to continue")
+    check_target(out, args.overwrite)  # early, before the signal is read; again under the run's lock
     training = {key: getattr(args, flag) for flag, key in TRAINING_FLAGS.items() if getattr(args, flag) is not None}
     run, task = _resolved(load_config(name), args.task, str(path), args.train_split, seed=args.seed,
                           training=training, config_name=Path(name).stem)
@@ -85,6 +101,8 @@ def new_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
 
 def resumed_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     """The saved run in ``args.resume``, checked again; only --steps (and --quiet, --device) may change."""
+    import yaml
+
     clashing = [flag for flag in ("config", "path", "out", "seed", "batch_size", "lr", "schedule", "eval_every", "checkpoint_every")
                 if getattr(args, flag) is not None] + (["train_split"] if args.train_split else [])
     if clashing:
@@ -92,7 +110,10 @@ def resumed_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     out = args.resume
     if not (out / "config.yaml").is_file() or not (out / CHECKPOINT).is_file():
         raise ValueError(f"{out}: no run to resume (needs config.yaml and {CHECKPOINT})")
-    saved = yaml.safe_load((out / "config.yaml").read_text())
+    try:
+        saved = yaml.safe_load((out / "config.yaml").read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ValueError(f"{out / 'config.yaml'}: not valid YAML ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
     task = saved.get("task") if isinstance(saved, dict) else None
     if not isinstance(task, dict) or task.get("kind") != args.task:
         raise ValueError(f"{out} holds a {task.get('kind') if isinstance(task, dict) else 'broken'} run, not {args.task}")
@@ -104,21 +125,42 @@ def resumed_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
 
 def fit(args: argparse.Namespace) -> dict[str, Any]:
     """parse -> resolve (nothing written yet) -> fit."""
-    run, task, out = resumed_run(args) if args.resume else new_run(args)
-    return fit_run(run, task, out, pick_device(args.device), resume=bool(args.resume), quiet=args.quiet)
+    from .fitting.run import fit_run
+
+    with memory_limit_set(args.max_memory):  # the resolved run's estimate and every build check against it
+        run, task, out = resumed_run(args) if args.resume else new_run(args)
+        return fit_run(run, task, out, pick_device(args.device), resume=bool(args.resume), quiet=args.quiet,
+                       overwrite=args.overwrite)
+
+
+def _terminated(signum: int, frame: Any) -> NoReturn:
+    raise KeyboardInterrupt  # SIGTERM as Ctrl-C: the fit loop defers both to the end of its step
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None
     try:
+        return _main(argv)
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        args = parse_args(argv)
         metrics = fit(args)
     except ValueError as error:
         print(f"inr-fit: {error}", file=sys.stderr)
         return 2
+    except Diverged as error:
+        print(f"inr-fit: {error}", file=sys.stderr)
+        return 3
     except Interrupted:
         print("inr-fit: interrupted; the checkpoint is saved, continue with --resume", file=sys.stderr)
         return 130
-    except KeyboardInterrupt:  # before the training loop, or in a closed-form solve: nothing new was saved
+    except KeyboardInterrupt:  # while loading, before the training loop, or in a closed-form solve
         print("inr-fit: interrupted; no checkpoint was written by this run", file=sys.stderr)
         return 130
     if not args.quiet:

@@ -12,7 +12,6 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import torch
@@ -22,8 +21,9 @@ from ..io import atomic_path
 from ..metrics import psnr
 from ..ops.schedules import set_training_step
 from ..optim import GridAdam
+from .run_folder import CHECKPOINT, RunFolder
+from .stops import Diverged, Interrupted
 
-CHECKPOINT = "checkpoint.pt"
 # state-dict keys renamed since a checkpoint was written: the separable model kept W at the top level before it
 # became the Separable network (commit 0e5031c)
 RENAMED_KEYS = {"weight": "network.weight"}
@@ -71,31 +71,40 @@ def _schedule(kind: str, steps: int) -> Callable[[int], float]:
     return lambda step: 1.0
 
 
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C or SIGTERM stopped a fit after its checkpoint was saved: ``--resume`` continues it."""
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
 
 
 class Fitter:
-    """Fits ``model`` to ``problem`` with the resolved ``training`` settings, checkpointing into ``out_dir``."""
+    """Fits ``model`` to ``problem`` with the resolved ``training`` settings, checkpointing into ``folder.path``
+    (fitting/run_folder.py)."""
 
     def __init__(self, model: torch.nn.Module, problem: Problem, training: dict[str, Any], seed: int,
-                 out_dir: Path, device: torch.device, run_config: dict[str, Any]) -> None:
+                 folder: RunFolder, device: torch.device, run_config: dict[str, Any]) -> None:
         self.model, self.problem, self.training = model.to(device), problem, training
-        self.out_dir, self.device, self.run_config = Path(out_dir), device, run_config
+        self.folder, self.device, self.run_config = folder, device, run_config
         self._make_optimizer(training["lazy_tables"])
         self.batches = torch.Generator().manual_seed(seed)
         self.state = FitState()
+        self.checkpoint_step: int | None = None  # the step of the checkpoint on disk, if any
         self.train_coords = problem.train_coords.to(device)
         self.train_values = problem.train_values.to(device)
 
     def save_checkpoint(self) -> None:
+        """Write checkpoint.pt atomically (the folder then commits a staged run); Diverged instead if a weight is
+        not finite, so the last checkpoint on disk stays a good one."""
+        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
+            raise Diverged(self.state.step, "a weight is not finite", self.checkpoint_step)
         payload = {
             "step": self.state.step, "seconds": self.state.seconds, "history": self.state.history,
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "batches": self.batches.get_state(), "config": self.run_config,
         }
-        with atomic_path(self.out_dir / CHECKPOINT) as tmp:
+        with atomic_path(self.folder.path / CHECKPOINT) as tmp:
             torch.save(payload, tmp)
+        self.checkpoint_step = self.state.step
+        self.folder.checkpoint_saved()
 
     def _make_optimizer(self, lazy_tables: bool) -> None:
         """Grid tables: tcnn's lazy Adam on sparse gradients (optim/); everything else torch.optim.Adam."""
@@ -105,23 +114,31 @@ class Fitter:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _schedule(training["schedule"], training["steps"]))
 
     def load_checkpoint(self) -> None:
-        payload = torch.load(self.out_dir / CHECKPOINT, map_location=self.device, weights_only=True)
-        state = {RENAMED_KEYS.get(key, key): value for key, value in payload["model"].items()}
+        """Continue from checkpoint.pt; ValueError (one line) for a damaged file or one of another model."""
+        path = self.folder.path / CHECKPOINT
         try:
+            payload = torch.load(path, map_location=self.device, weights_only=True)
+        except Exception as error:  # truncated, empty or garbage: torch raises many types
+            raise ValueError(f"{path}: not a readable checkpoint ({_first_line(error)})") from None
+        try:
+            state = {RENAMED_KEYS.get(key, key): value for key, value in payload["model"].items()}
             self.model.load_state_dict(state)
-        except RuntimeError as error:  # a checkpoint of another model: a clear message, not a traceback
-            first = str(error).strip().splitlines()[:2]
-            raise ValueError(f"{self.out_dir / CHECKPOINT} does not fit this run's model: {' '.join(first)[:300]}") from None
-        if len(payload["optimizer"]["param_groups"]) != len(self.optimizer.param_groups):
-            self._make_optimizer(lazy_tables=False)  # a run saved before lazy tables: it goes on as it began
-        self.optimizer.load_state_dict(payload["optimizer"])
-        self.scheduler.load_state_dict(payload["scheduler"])
-        self.batches.set_state(payload["batches"])
-        self.state = FitState(payload["step"], payload["seconds"], payload["history"])
+            if len(payload["optimizer"]["param_groups"]) != len(self.optimizer.param_groups):
+                self._make_optimizer(lazy_tables=False)  # a run saved before lazy tables: it goes on as it began
+            self.optimizer.load_state_dict(payload["optimizer"])
+            self.scheduler.load_state_dict(payload["scheduler"])
+            self.batches.set_state(payload["batches"])
+            self.state = FitState(int(payload["step"]), float(payload["seconds"]), list(payload["history"]))
+        except Exception as error:  # a checkpoint of another model, or edited: a clear message, not a traceback
+            raise ValueError(f"{path} does not fit this run ({_first_line(error)})") from None
+        self.checkpoint_step = self.state.step
 
     def evaluate(self) -> float:
         prediction = predict(self.model, self.problem.eval_coords, self.training["eval_chunk"], self.device)
-        return psnr(((prediction - self.problem.eval_values) ** 2).mean().item(), self.problem.value_range)
+        mse = ((prediction - self.problem.eval_values) ** 2).mean().item()
+        if not math.isfinite(mse):
+            raise Diverged(self.state.step, f"the evaluation error is {mse}", self.checkpoint_step)
+        return psnr(mse, self.problem.value_range)
 
     def _step(self) -> float:
         n, batch = self.train_coords.shape[0], self.training["batch_size"]
@@ -132,6 +149,8 @@ class Fitter:
             coords, values = self.train_coords[index], self.train_values[index]
         set_training_step(self.model, self.state.step)
         loss = _loss(self.training["loss"], self.model(coords).float(), values)
+        if not torch.isfinite(loss):  # stop before the step: the weights stay as the last finite loss left them
+            raise Diverged(self.state.step + 1, f"the loss is {loss.item()}", self.checkpoint_step)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
@@ -170,6 +189,8 @@ class Fitter:
                         raise Interrupted
             finally:
                 bar.close()
+        if self.checkpoint_step != state.step:  # nothing left to train (steps already reached): still a checkpoint
+            self.save_checkpoint()
         return state
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,8 @@ import yaml
 from ..io import atomic_path, write_text_atomically
 from .loop import FitState
 
-OUTPUT_FILES = ("config.yaml", "checkpoint.pt", "metrics.json", "curve.png", "reconstruction.png", "reconstruction.wav",
-                "reconstruction_level*.png", "reconstruction_level*.wav")
+OUTPUT_FILES = ("config.yaml", "checkpoint.pt", "metrics.json", "curve.png",
+                *(f"reconstruction{level}.{suffix}" for level in ("", "_level*") for suffix in ("png", "wav", "flac", "ogg")))
 
 
 def write_config(out_dir: Path, config: dict[str, Any]) -> None:
@@ -31,7 +32,13 @@ def model_size_metrics(n_params: int, n_samples: int, unit: str) -> dict[str, fl
 
 
 def write_metrics(out_dir: Path, metrics: dict[str, Any]) -> None:
-    write_text_atomically(out_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    """metrics.json as strict JSON: a non-finite number (PSNR inf for an exact reconstruction) is written as null,
+    and ``"non_finite"`` names its value."""
+    non_finite = {key: str(value) for key, value in metrics.items() if isinstance(value, float) and not math.isfinite(value)}
+    strict = {key: None if key in non_finite else value for key, value in metrics.items()}
+    if non_finite:
+        strict["non_finite"] = non_finite
+    write_text_atomically(out_dir / "metrics.json", json.dumps(strict, indent=2, allow_nan=False) + "\n")
 
 
 def write_curve(out_dir: Path, state: FitState, title: str) -> None:

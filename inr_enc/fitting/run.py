@@ -1,6 +1,7 @@
 """One inr-fit run from a resolved run config (config/schema.py): build the field, fit it, write the outputs.
 
-Nothing in the output folder changes before the field is built: an earlier run's outputs are replaced only then.
+The output folder is locked and the run staged until its first checkpoint (run_folder.py): an earlier run's outputs
+are replaced only then.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from ..optim import grid_tables
 from ..optim.lazy_adam import lazy_adam_extension
 from .audio import AudioTask
 from .image import ImageTask
-from .loop import Fitter
+from .loop import Fitter, FitState
+from .run_folder import RunFolder
 from .outputs import OUTPUT_FILES, model_size_metrics, write_config, write_curve, write_metrics
 
 TASKS = {"image": ImageTask, "audio": AudioTask}
@@ -35,30 +37,34 @@ def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:
 
 
 def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device: torch.device, resume: bool,
-            quiet: bool = False) -> dict[str, Any]:
-    """Fit ``task`` with the resolved ``run`` into ``out`` (continuing its checkpoint with ``resume``); returns the
-    metrics written to metrics.json."""
+            quiet: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """Fit ``task`` with the resolved ``run`` into ``out`` (continuing its checkpoint with ``resume``; replacing an
+    earlier run's outputs with ``overwrite``, once the new run has a checkpoint); returns the metrics written to
+    metrics.json. Raises ValueError (folder in use, damaged checkpoint), Interrupted or Diverged."""
     training = run["training"]
     model = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
-    if not resume:  # the run is valid and built: only now replace an earlier run's outputs
-        for pattern in OUTPUT_FILES:
-            for file in out.glob(pattern):
-                file.unlink()
-    out.mkdir(parents=True, exist_ok=True)
     if device.type == "cpu" and grid_tables(model):  # first builds here, not inside the first (timed) step
         cpu_extension()
         if training["lazy_tables"]:
             lazy_adam_extension()
-    fitter = Fitter(model, task.problem(), training, run["seed"], out, device, run)
-    if resume:
-        fitter.load_checkpoint()
-    write_config(out, run)
-    warn_unfinished_schedules(model, training["steps"])
-    if training["solver"] == "closed-form":
-        xs, ys, values = task.train_grid()
-        state = fitter.solve(lambda: model.network.solve(model.encoder, xs, ys, values, training["ridge"]))
-    else:
-        state = fitter.run(quiet=quiet)
+    with RunFolder(out, OUTPUT_FILES, resume=resume, overwrite=overwrite) as folder:
+        fitter = Fitter(model, task.problem(), training, run["seed"], folder, device, run)
+        if resume:
+            fitter.load_checkpoint()
+        write_config(folder.path, run)
+        warn_unfinished_schedules(model, training["steps"])
+        if training["solver"] == "closed-form":
+            xs, ys, values = task.train_grid()
+            state = fitter.solve(lambda: model.network.solve(model.encoder, xs, ys, values, training["ridge"]))
+        else:
+            state = fitter.run(quiet=quiet)
+        return _finish(run, task, model, state, out, device)
+
+
+def _finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state: FitState, out: Path,
+            device: torch.device) -> dict[str, Any]:
+    """The reconstructions, metrics.json and curve.png of a trained model."""
+    training = run["training"]
     chunk = training["eval_chunk"]
     metrics = task.finish(model, out, chunk, device)
     for level in range(trained_levels(model)):  # PINs: one reconstruction per level of detail

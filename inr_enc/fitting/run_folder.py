@@ -1,0 +1,117 @@
+"""The output folder of one inr-fit run: exclusive while the run lives, and never left half replaced.
+
+- **Lock.** A run holds an exclusive ``flock`` on the folder itself (a directory descriptor; no lock file is
+  written). A second run into the same folder is refused while the first lives; the kernel drops the lock when
+  its process ends, however it ends, so a killed run never blocks the next one.
+- **Staging.** A new run writes into a staging folder inside ``out``; the staged files are moved in (replacing an
+  earlier run's outputs, with ``--overwrite``) only once the new run's first checkpoint exists. A run that fails
+  before that leaves the folder as it was (and removes it if it created it).
+- **Leftovers** of killed runs (temporary files of interrupted atomic writes, staging folders) are removed by the
+  next run, under the lock, so a live run's files are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; runs into one folder are not serialised there
+    fcntl = None
+
+CHECKPOINT = "checkpoint.pt"
+STAGING_PREFIX = ".replacing-"
+LEFTOVER_PATTERNS = (".*.tmp", f"{STAGING_PREFIX}*")
+
+
+def check_target(out: Path, overwrite: bool) -> None:
+    """ValueError if ``out`` holds files and ``overwrite`` is off (hidden leftovers of killed runs do not count)."""
+    if out.is_dir() and not overwrite and _visible_entries(out):
+        raise ValueError(f"{out} exists and is not empty; pass --overwrite to replace it or --resume {out} to continue")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a folder")
+
+
+def _visible_entries(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if not any(p.match(pattern) for pattern in LEFTOVER_PATTERNS)]
+
+
+class RunFolder:
+    """Context manager around one run's writes into ``out``. ``path`` is where the run writes now (a staging
+    folder while an earlier run is being replaced); ``checkpoint_saved()`` commits the staged files.
+
+    ``output_patterns``: glob patterns of every file a run writes (what replacing deletes).
+    """
+
+    def __init__(self, out: Path, output_patterns: tuple[str, ...], resume: bool = False, overwrite: bool = False) -> None:
+        self.out, self.patterns, self.resume, self.overwrite = Path(out), output_patterns, resume, overwrite
+        self.path = self.out
+        self._fd: int | None = None
+        self._created = False
+
+    def __enter__(self) -> RunFolder:
+        if not self.resume:
+            check_target(self.out, self.overwrite)
+        self._created = not self.out.exists()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        try:
+            if not self.resume:
+                check_target(self.out, self.overwrite)  # again, under the lock: another run may have just finished
+            self._remove_leftovers()
+            if not self.resume:  # a new run is staged until its first checkpoint, even into an empty folder
+                self.path = self.out / f"{STAGING_PREFIX}{os.getpid()}"
+                self.path.mkdir()
+        except BaseException:
+            self._release(failed=True)
+            raise
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        self._release(failed=self.path != self.out)
+
+    def checkpoint_saved(self) -> None:
+        """The run has a checkpoint: replace the earlier outputs with the staged files (no-op once committed)."""
+        if self.path == self.out:
+            return
+        for file in self._earlier_outputs():
+            file.unlink()
+        for staged in self.path.iterdir():
+            os.replace(staged, self.out / staged.name)
+        self.path.rmdir()
+        self.path = self.out
+
+    def _earlier_outputs(self) -> list[Path]:
+        return [file for pattern in self.patterns for file in self.out.glob(pattern)]
+
+    def _remove_leftovers(self) -> None:
+        for pattern in LEFTOVER_PATTERNS:
+            for leftover in self.out.glob(pattern):
+                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+
+    def _lock(self) -> None:
+        if fcntl is None:
+            return
+        self._fd = os.open(self.out, os.O_RDONLY)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            self._fd = None
+            self._created = False  # the folder belongs to the run holding the lock
+            self._release(failed=True)
+            raise ValueError(f"{self.out} is in use by another inr-fit run; wait for it to finish or choose another --out") from None
+
+    def _release(self, failed: bool) -> None:
+        """Unlock; after a failure drop the staging folder, and the output folder if this run created it and it
+        is still empty."""
+        if failed and self.path != self.out:
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.path = self.out
+        if failed and self._created and self.out.is_dir() and not any(self.out.iterdir()):
+            self.out.rmdir()
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
