@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .config import load_config
 from .config.memory import memory_limit_set
-from .fitting.run_folder import CHECKPOINT, check_target
+from .fitting.run_folder import CHECKPOINT, CONFIG, check_target
 from .fitting.stops import Diverged, Interrupted
 
 if TYPE_CHECKING:
@@ -108,12 +108,12 @@ def resumed_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     if clashing:
         raise ValueError(f"--resume continues with the saved config; drop --{clashing[0].replace('_', '-')}")
     out = args.resume
-    if not (out / "config.yaml").is_file() or not (out / CHECKPOINT).is_file():
-        raise ValueError(f"{out}: no run to resume (needs config.yaml and {CHECKPOINT})")
+    if not (out / CONFIG).is_file() or not (out / CHECKPOINT).is_file():
+        raise ValueError(f"{out}: no run to resume (needs {CONFIG} and {CHECKPOINT})")
     try:
-        saved = yaml.safe_load((out / "config.yaml").read_text())
+        saved = yaml.safe_load((out / CONFIG).read_text())
     except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise ValueError(f"{out / 'config.yaml'}: not valid YAML ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
+        raise ValueError(f"{out / CONFIG}: not valid YAML ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
     task = saved.get("task") if isinstance(saved, dict) else None
     if not isinstance(task, dict) or task.get("kind") != args.task:
         raise ValueError(f"{out} holds a {task.get('kind') if isinstance(task, dict) else 'broken'} run, not {args.task}")

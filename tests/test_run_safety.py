@@ -86,10 +86,12 @@ def test_overwrite_keeps_the_earlier_run_until_the_new_one_has_a_checkpoint(tmp_
     code, err = fit(capsys, "image", image_path, "--config", diverging_config(tmp_path, 1000), "--out", out, "--overwrite")
     assert code == 3 and "training diverged at step" in err and "no checkpoint was written" in err and one_line(err), err
     assert snapshot(out) == before
-    # a run that gets to its first checkpoint replaces it
+    # a run that gets to its first checkpoint replaces it, every earlier output included
+    (out / "reconstruction_level3.png").write_bytes(b"an earlier PINs run's level")
     code, err = fit(capsys, "image", image_path, "--config", write_config(tmp_path, steps=4), "--out", out, "--overwrite")
     assert code == 0 and json.loads((out / "metrics.json").read_text())["steps"] == 4
-    assert not list(out.glob(".replacing-*"))
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.yaml", "curve.png", "metrics.json", "reconstruction.png"]
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == 4
 
 
 def test_a_new_run_that_fails_before_its_first_checkpoint_leaves_no_folder(tmp_path, capsys, image_path):

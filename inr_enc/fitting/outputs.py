@@ -13,13 +13,14 @@ import yaml
 
 from ..io import atomic_path, write_text_atomically
 from .loop import FitState
+from .run_folder import CHECKPOINT, CONFIG
 
-OUTPUT_FILES = ("config.yaml", "checkpoint.pt", "metrics.json", "curve.png",
+OUTPUT_FILES = (CONFIG, CHECKPOINT, "metrics.json", "curve.png",
                 *(f"reconstruction{level}.{suffix}" for level in ("", "_level*") for suffix in ("png", "wav", "flac", "ogg")))
 
 
 def write_config(out_dir: Path, config: dict[str, Any]) -> None:
-    write_text_atomically(out_dir / "config.yaml", yaml.safe_dump(config, sort_keys=False))
+    write_text_atomically(out_dir / CONFIG, yaml.safe_dump(config, sort_keys=False))
 
 
 def model_size_metrics(n_params: int, n_samples: int, unit: str) -> dict[str, float]:

@@ -21,7 +21,7 @@ try:
 except ImportError:  # Windows: no flock; runs into one folder are not serialised there
     fcntl = None
 
-CHECKPOINT = "checkpoint.pt"
+CHECKPOINT, CONFIG = "checkpoint.pt", "config.yaml"
 STAGING_PREFIX = ".replacing-"
 LEFTOVER_PATTERNS = (".*.tmp", f"{STAGING_PREFIX}*")
 
@@ -73,13 +73,22 @@ class RunFolder:
         self._release(failed=self.path != self.out)
 
     def checkpoint_saved(self) -> None:
-        """The run has a checkpoint: replace the earlier outputs with the staged files (no-op once committed)."""
+        """The run has a checkpoint: replace the earlier outputs with the staged files (no-op once committed).
+
+        The earlier run's derived outputs go first (it stays resumable from its checkpoint and config), then the
+        staged checkpoint and config move in by rename, checkpoint first."""
         if self.path == self.out:
             return
         for file in self._earlier_outputs():
-            file.unlink()
-        for staged in self.path.iterdir():
-            os.replace(staged, self.out / staged.name)
+            if file.name not in (CHECKPOINT, CONFIG):
+                file.unlink()
+        staged = sorted(self.path.iterdir(), key=lambda p: (p.name != CHECKPOINT, p.name != CONFIG, p.name))
+        for file in staged:
+            os.replace(file, self.out / file.name)
+        replaced = {file.name for file in staged}
+        for file in self._earlier_outputs():  # an earlier run's config or checkpoint that nothing replaced
+            if file.name not in replaced:
+                file.unlink()
         self.path.rmdir()
         self.path = self.out
 
