@@ -10,8 +10,8 @@ operations, schedules), ``encoders``, ``networks``, ``optim``, ``field``, then t
 then the ``cli`` and the ``nerfstudio`` plugin.
 """
 
-import importlib
-from typing import Any
+import importlib as _importlib
+from typing import Any as _Any
 
 # name -> module it lives in. Imported on first use (PEP 562), so ``import inr_enc.config`` or the inr-fit command
 # does not pay for torch before it needs it (inr-fit answers Ctrl-C or SIGTERM during that import with one line).
@@ -21,17 +21,22 @@ _EXPORTS = {
     "Field": "field", "build_field": "field",
     "NETWORKS": "networks", "Network": "networks", "build_network": "networks",
 }
+_SUBMODULES = ("cli", "config", "encoders", "field", "fitting", "io", "metrics", "nerf", "networks", "ops", "optim")
 __all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
+def __getattr__(name: str) -> _Any:
+    """A public name, or a subpackage (``inr_enc.encoders`` after ``import inr_enc``), imported on first use."""
+    if name in _EXPORTS:
+        value = getattr(_importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif name in _SUBMODULES:
+        value = _importlib.import_module(f".{name}", __name__)
+    else:
         raise AttributeError(f"module 'inr_enc' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted({*__all__, *_SUBMODULES, "__version__"})

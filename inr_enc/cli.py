@@ -4,7 +4,8 @@
     inr-fit audio PATH (.wav, .flac, .ogg) [--config siren-audio] ...
     inr-fit image --resume DIR [--steps N]
 
-Exit codes: 0 done; 2 bad input (one line on stderr, nothing in --out changed); 3 training diverged (a non-finite
+Exit codes: 0 done; 2 bad input or an --out that cannot be written (one line on stderr, nothing in --out changed);
+3 training diverged (a non-finite
 loss: the last good checkpoint is kept); 130 Ctrl-C or SIGTERM (a running fit saves its checkpoint first).
 Only argparse, signal and the light ``fitting.stops`` are imported before ``main`` installs its signal handling;
 torch and the rest load inside it.
@@ -153,6 +154,9 @@ def _main(argv: list[str] | None) -> int:
         metrics = fit(args)
     except ValueError as error:
         print(f"inr-fit: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # --out cannot be written (permissions, a full disk): one line, like bad input
+        print(f"inr-fit: cannot write the run: {error}", file=sys.stderr)
         return 2
     except Diverged as error:
         print(f"inr-fit: {error}", file=sys.stderr)

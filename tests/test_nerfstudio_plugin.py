@@ -145,6 +145,12 @@ def test_bad_settings_in_python_raise_value_errors_naming_the_setting():
     with pytest.raises(ValueError, match=r"^network: 'network' must be a mapping"):
         InrNerfModelConfig(network=None)
 
+    def build_in_a_tyro_program():  # code that tyro runs, rather than tyro building the config: a ValueError
+        return InrNerfModelConfig(encoding_config='{"otype": "NoSuch"}')
+
+    with pytest.raises(ValueError, match="encoding_config: unknown encoding otype 'NoSuch'"):
+        tyro.cli(build_in_a_tyro_program, args=[])
+
 
 @pytest.mark.parametrize("flags, message", [
     (["--pipeline.model.encoding-config", '{"otype": "HashGrid", "n_levles": 4}'],

@@ -214,3 +214,54 @@ def test_a_second_run_is_refused_while_the_first_lives_and_a_killed_one_blocks_n
     _, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
     assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == step + 1
+
+
+def test_an_out_that_cannot_be_a_folder_is_one_line(tmp_path, capsys, image_path):
+    (tmp_path / "afile").write_text("not a folder")
+    for out in (tmp_path / "afile", tmp_path / "afile" / "sub"):
+        code, err = fit(capsys, "image", image_path, "--config", write_config(tmp_path), "--out", out)
+        assert code == 2 and one_line(err) and str(out) in err, err
+    assert (tmp_path / "afile").read_text() == "not a folder"
+
+
+@pytest.mark.parametrize("stop_at", [2, 4])
+def test_a_commit_stopped_halfway_is_finished_or_not_begun(tmp_path, capsys, image_path, monkeypatch, stop_at):
+    """A new staged run renames four times: its checkpoint and config into staging (atomic writes), then both into
+    the folder. Stopped at the 2nd (staging holds a checkpoint without its config) the earlier run stays; stopped at
+    the 4th (between the commit's renames) the commit is finished."""
+    out = tmp_path / "run"
+    assert fit(capsys, "image", image_path, "--config", write_config(tmp_path), "--out", out)[0] == 0
+    before = snapshot(out)
+    calls, real_replace = [], os.replace
+
+    def replace_stopped_once(source, target):
+        calls.append(target)
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace_stopped_once)
+    code, err = fit(capsys, "image", image_path, "--config", write_config(tmp_path, steps=4), "--out", out, "--overwrite")
+    monkeypatch.undo()
+    assert code == 130 and one_line(err), err
+    if stop_at == 2:
+        assert snapshot(out) == before
+    else:
+        saved = yaml.safe_load((out / "config.yaml").read_text())
+        payload = torch.load(out / "checkpoint.pt", weights_only=True)
+        assert saved == payload["config"] and saved["training"]["steps"] == 4  # the new run's pair, both moved in
+    assert not list(out.glob(".replacing-*"))
+
+
+def test_a_resume_stopped_before_its_first_checkpoint_changes_nothing(tmp_path, capsys, finished_run, monkeypatch):
+    out = tmp_path / "run"
+    shutil.copytree(finished_run, out)
+    before = snapshot(out)
+
+    def interrupted_step(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("inr_enc.fitting.loop.Fitter._step", interrupted_step)
+    code, err = fit(capsys, "image", "--resume", out, "--steps", 20)
+    assert code == 130 and one_line(err), err
+    assert snapshot(out) == before  # config.yaml keeps its steps until a checkpoint of the longer run exists

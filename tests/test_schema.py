@@ -64,6 +64,14 @@ def test_a_run_resolves_every_section_and_fills_seeds():
     assert sized["encoding"]["resolution"] == [64, 48]  # the signal's size, where left null
 
 
+def test_seeds_take_torch_generators_whole_range():
+    largest = 2**64 - 1  # torch.Generator.manual_seed accepts it
+    run = run_of({"encoding": {"otype": "RandomFourier"}}, seed=largest)
+    assert run["seed"] == largest and run["encoding"]["seed"] == largest and run["network"]["seed"] == largest
+    with pytest.raises(ValueError, match=r"config: 'seed' must be in \[0, 18446744073709551615\]"):
+        run_of({}, seed=2**64)
+
+
 @pytest.mark.parametrize("config, message", [
     ({"network": True}, "'network' must be a mapping"),
     ({"training": 5}, "'training' must be a mapping"),

@@ -251,3 +251,18 @@ def test_train_split_needs_a_test_pixel(tmp_path, capsys):
     PILImage.fromarray(np.zeros((1, 4, 3), np.uint8)).save(tmp_path / "row.png")
     assert fit("image", tmp_path / "row.png", "--train-split", "--out", tmp_path / "run", "--config", "siren") == 2
     assert "a 4x1 image has none" in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+def test_a_jpeg_is_read_upright_by_its_exif_orientation(tmp_path):
+    """Orientation 6: the stored pixels are shown rotated 90 degrees clockwise (EXIF 2.3, tag 0x0112)."""
+    stored = np.zeros((4, 8, 3), dtype=np.uint8)
+    stored[0, 0] = 255  # a white corner: stored top left -> shown top right
+    exif = PILImage.Exif()
+    exif[0x0112] = 6
+    PILImage.fromarray(stored).save(tmp_path / "phone.jpg", exif=exif, quality=100)
+    with PILImage.open(tmp_path / "phone.jpg") as raw:
+        decoded = np.asarray(raw.convert("RGB"))
+    pixels = read_image(tmp_path / "phone.jpg").pixels
+    assert pixels.shape == (8, 4, 3)
+    np.testing.assert_array_equal(np.round(pixels * 255).astype(np.uint8), np.rot90(decoded, k=-1))
+    assert pixels[0, -1].mean() > 0.5 and pixels[0, 0].mean() < 0.5

@@ -120,3 +120,16 @@ def test_layers_import_only_downwards():
 def test_no_module_over_300_lines():
     sizes = {name: len(path.read_text().splitlines()) for name, path in modules().items()}
     assert {name: n for name, n in sizes.items() if n > MAX_LINES} == {}
+
+
+def test_the_command_line_and_configs_load_without_torch_and_names_load_on_use():
+    """inr-fit installs its Ctrl-C/SIGTERM handling before torch loads (cli.py); ``inr_enc``'s public names and
+    subpackages are imported on first use."""
+    import subprocess
+    import sys
+
+    script = ("import sys, inr_enc.cli, inr_enc.config; assert 'torch' not in sys.modules, 'torch loaded early'; "
+              "import inr_enc; assert inr_enc.encoders.ENCODERS is inr_enc.ENCODERS and callable(inr_enc.build_field); "
+              "assert 'HashGrid' in inr_enc.ENCODERS")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]

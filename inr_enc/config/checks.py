@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, TypeVar
 T = TypeVar("T")
 INT64_MAX = 2**63 - 1  # every count ends up in int64 tensors and index math
 FLOAT32_MAX = 3.4028234663852886e38  # beyond it a number is inf as a float32
+MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range
 
 
 def config_error(section: str, message: str) -> ValueError:
@@ -48,9 +49,14 @@ def check_int(section: str, key: str, value: Any, low: int, high: int | None = N
         raise config_error(section, f"'{key}' must be in [{low}, {high}], got {given!r}"[:300])
     if value < low:
         raise config_error(section, f"'{key}' must be >= {low}, got {given!r}"[:300])
-    if value > INT64_MAX:
+    if high is None and value > INT64_MAX:
         raise config_error(section, f"'{key}' must be at most {INT64_MAX} (int64), got {given!r}"[:300])
     return value
+
+
+def check_seed(section: str, value: Any) -> int:
+    """A ``seed``: an integer in torch.Generator.manual_seed's range [0, 2^64 - 1]."""
+    return check_int(section, "seed", value, 0, MAX_SEED)
 
 
 def check_float(section: str, key: str, value: Any, low: float | None = None, low_inclusive: bool = True,

@@ -15,14 +15,13 @@ from typing import Any
 
 from ..encoders.registry import encoder_class, encoder_spec
 from ..networks.registry import network_class, resolve_network
-from .checks import check_bool, check_choice, check_float, check_int, check_keys, check_mapping, config_error
+from .checks import check_bool, check_choice, check_float, check_int, check_keys, check_mapping, check_seed, config_error
 from .memory import check_memory, format_bytes
 
 RUN_KEYS = ("encoding", "network", "training", "seed")
 SAVED_RUN_KEYS = ("task", "config_name", *RUN_KEYS)
 FIELD_KEYS = ("encoding", "network")
 DEFAULT_ENCODING = {"otype": "Identity"}
-MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range
 
 TRAINING_DEFAULTS: dict[str, Any] = {
     "steps": 2000, "batch_size": None, "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "loss": "MSE",
@@ -66,7 +65,7 @@ def resolve_training(config: Any) -> dict[str, Any]:
 
 
 def resolve_seed(value: Any) -> int:
-    return check_int("config", "seed", value, 0, MAX_SEED)
+    return check_seed("config", value)
 
 
 def resolve_field(config: Any, n_input_dims: int, n_output_dims: int) -> dict[str, dict[str, Any]]:

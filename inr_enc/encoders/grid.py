@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..config.checks import check_choice, check_float, check_int, config_error
+from ..config.checks import check_choice, check_float, check_int, check_seed, config_error
 from ..ops.grid import (GRID_TYPES, HASH_PRIMES, INTERPOLATIONS, UINT32_MASK, GridLevel, GridLevels,
                         default_per_level_scale, grid_encoding, grid_levels, sparse_accumulator)
 from .base import Encoder, seeded_generator
@@ -125,7 +125,7 @@ class Grid(Multiresolution):
             "base_resolution": base_resolution, "per_level_scale": per_level_scale,
             "interpolation": check_choice(name, "interpolation", config["interpolation"], INTERPOLATIONS),
             "hash": check_choice(name, "hash", config["hash"], HASH_PRIMES),
-            "seed": check_int(name, "seed", config["seed"], 0),
+            "seed": check_seed(name, config["seed"]),
         }
         check_table_size(name, cls._levels(n_input_dims, resolved, grid_type))
         return resolved

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..config.checks import check_choice, check_float, check_int
+from ..config.checks import check_choice, check_float, check_int, check_seed
 from ..ops.grid import HASH_PRIMES, INTERPOLATIONS, GridLevel, GridLevels, grid_encoding, sparse_accumulator
 from ..ops.phase import max_row_l1, saturate
 from ..ops.precision import wide_dtype
@@ -108,7 +108,7 @@ class Hybrid(Multiresolution):
             "fine_cov": check_choice(name, "fine_cov", config["fine_cov"], ("Mean", "Erf")),
             "interpolation": check_choice(name, "interpolation", config["interpolation"], INTERPOLATIONS),
             "hash": check_choice(name, "hash", config["hash"], HASH_PRIMES),
-            "seed": check_int(name, "seed", config["seed"], 0),
+            "seed": check_seed(name, config["seed"]),
         }
         check_table_size(name, cls._levels(n_input_dims, resolved, "Hash"))
         if resolved["coarse"] == "Dense" and resolved["split_level"]:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..config.checks import check_int, config_error
+from ..config.checks import check_int, check_seed, config_error
 from ..ops.phase import saturate
 from .base import Encoder, seeded_generator
 from .registry import register_encoder
@@ -107,7 +107,7 @@ class LatentGrid(Encoder):
             "scale_factors": [check_int(name, "scale_factors", s, 1) for s in scales],
             "n_frequencies": check_int(name, "n_frequencies", n_freq, 0, 64),
             "patches": _int_list(name, "patches", config["patches"] if config["patches"] is not None else 1, d, 1),
-            "seed": check_int(name, "seed", config["seed"], 0),
+            "seed": check_seed(name, config["seed"]),
         }
 
     @classmethod

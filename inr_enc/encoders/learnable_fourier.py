@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..config.checks import check_float, check_int, config_error
+from ..config.checks import check_float, check_int, check_seed, config_error
 from .base import Encoder, seeded_generator
 from .registry import register_encoder
 from .random_fourier import MAX_SIGMA, fourier_features
@@ -43,7 +43,7 @@ class LearnableFourier(Encoder):
         return {"n_features": n_features, "sigma": check_float(cls.otype, "sigma", config["sigma"], 0.0, high=MAX_SIGMA),
                 "n_hidden": check_int(cls.otype, "n_hidden", config["n_hidden"], 1),
                 "n_output": check_int(cls.otype, "n_output", config["n_output"], 1),
-                "seed": check_int(cls.otype, "seed", config["seed"], 0)}
+                "seed": check_seed(cls.otype, config["seed"])}
 
     @classmethod
     def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:

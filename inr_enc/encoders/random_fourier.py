@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..config.checks import check_float, check_int
+from ..config.checks import check_float, check_int, check_seed
 from ..ops.phase import max_row_l1, saturate
 from .base import Encoder, seeded_generator
 from .registry import register_encoder
@@ -47,7 +47,7 @@ class RandomFourier(Encoder):
     def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
         return {"n_features": check_int(cls.otype, "n_features", config["n_features"], 1),
                 "sigma": check_float(cls.otype, "sigma", config["sigma"], 0.0, high=MAX_SIGMA),
-                "seed": check_int(cls.otype, "seed", config["seed"], 0)}
+                "seed": check_seed(cls.otype, config["seed"])}
 
     @classmethod
     def output_dims(cls, n_input_dims: int, config: dict[str, Any]) -> int:

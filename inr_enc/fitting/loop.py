@@ -21,7 +21,7 @@ from ..io import atomic_path
 from ..metrics import psnr
 from ..ops.schedules import set_training_step
 from ..optim import GridAdam
-from .run_folder import CHECKPOINT, RunFolder
+from .run_folder import CHECKPOINT, RunFolder, write_config
 from .stops import Diverged, Interrupted
 
 # state-dict keys renamed since a checkpoint was written: the separable model kept W at the top level before it
@@ -88,6 +88,7 @@ class Fitter:
         self.batches = torch.Generator().manual_seed(seed)
         self.state = FitState()
         self.checkpoint_step: int | None = None  # the step of the checkpoint on disk, if any
+        self._config_written = False  # this run's config.yaml (a resumed run's may change its steps)
         self.train_coords = problem.train_coords.to(device)
         self.train_values = problem.train_values.to(device)
 
@@ -103,6 +104,9 @@ class Fitter:
         }
         with atomic_path(self.folder.path / CHECKPOINT) as tmp:
             torch.save(payload, tmp)
+        if not self._config_written:  # config.yaml follows the run's first checkpoint
+            write_config(self.folder.path, self.run_config)
+            self._config_written = True
         self.checkpoint_step = self.state.step
         self.folder.checkpoint_saved()
 
@@ -164,7 +168,10 @@ class Fitter:
         prediction = predict(self.model, self.problem.train_coords, self.training["eval_chunk"], self.device)
         loss = ((prediction - self.problem.train_values) ** 2).mean().item()
         self.state.history = [{"step": 0, "seconds": self.state.seconds, "loss": loss, "psnr": self.evaluate()}]
-        self.save_checkpoint()
+        with _deferred_interrupts() as interrupted:  # the checkpoint (and its commit) is whole, or not begun
+            self.save_checkpoint()
+        if interrupted():
+            raise Interrupted
         return self.state
 
     def run(self, quiet: bool = False) -> FitState:

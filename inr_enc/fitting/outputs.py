@@ -1,4 +1,5 @@
-"""What every fit writes next to its reconstruction: metrics.json, curve.png and config.yaml (atomically).
+"""What every fit writes next to its reconstruction: metrics.json and curve.png (atomically; config.yaml and
+the checkpoint: run_folder.py and loop.py).
 
 ``OUTPUT_FILES`` names (as glob patterns) everything a run writes, so --overwrite knows what to replace."""
 
@@ -9,18 +10,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..io import atomic_path, write_text_atomically
 from .loop import FitState
 from .run_folder import CHECKPOINT, CONFIG
 
 OUTPUT_FILES = (CONFIG, CHECKPOINT, "metrics.json", "curve.png",
                 *(f"reconstruction{level}.{suffix}" for level in ("", "_level*") for suffix in ("png", "wav", "flac", "ogg")))
-
-
-def write_config(out_dir: Path, config: dict[str, Any]) -> None:
-    write_text_atomically(out_dir / CONFIG, yaml.safe_dump(config, sort_keys=False))
 
 
 def model_size_metrics(n_params: int, n_samples: int, unit: str) -> dict[str, float]:

@@ -20,9 +20,10 @@ from ..optim import grid_tables
 from ..optim.lazy_adam import lazy_adam_extension
 from .audio import AudioTask
 from .image import ImageTask
-from .loop import Fitter, FitState
+from .loop import FitState, Fitter
+from .outputs import OUTPUT_FILES, model_size_metrics, write_curve, write_metrics
 from .run_folder import RunFolder
-from .outputs import OUTPUT_FILES, model_size_metrics, write_config, write_curve, write_metrics
+from .stops import Interrupted
 
 TASKS = {"image": ImageTask, "audio": AudioTask}
 
@@ -51,14 +52,16 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
         fitter = Fitter(model, task.problem(), training, run["seed"], folder, device, run)
         if resume:
             fitter.load_checkpoint()
-        write_config(folder.path, run)
         warn_unfinished_schedules(model, training["steps"])
         if training["solver"] == "closed-form":
             xs, ys, values = task.train_grid()
             state = fitter.solve(lambda: model.network.solve(model.encoder, xs, ys, values, training["ridge"]))
         else:
             state = fitter.run(quiet=quiet)
-        return _finish(run, task, model, state, out, device)
+        try:
+            return _finish(run, task, model, state, out, device)
+        except KeyboardInterrupt:  # the checkpoint is saved: --resume writes the outputs
+            raise Interrupted from None
 
 
 def _finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state: FitState, out: Path,

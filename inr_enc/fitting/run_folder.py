@@ -15,6 +15,11 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..io import write_text_atomically
 
 try:
     import fcntl
@@ -38,6 +43,11 @@ def _visible_entries(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if not any(p.match(pattern) for pattern in LEFTOVER_PATTERNS)]
 
 
+def write_config(folder: Path, config: dict[str, Any]) -> None:
+    """config.yaml: the resolved run config, written atomically."""
+    write_text_atomically(folder / CONFIG, yaml.safe_dump(config, sort_keys=False))
+
+
 class RunFolder:
     """Context manager around one run's writes into ``out``. ``path`` is where the run writes now (a staging
     folder while an earlier run is being replaced); ``checkpoint_saved()`` commits the staged files.
@@ -50,12 +60,16 @@ class RunFolder:
         self.path = self.out
         self._fd: int | None = None
         self._created = False
+        self._staged: list[str] | None = None  # the names being committed, once a commit has begun
 
     def __enter__(self) -> RunFolder:
         if not self.resume:
             check_target(self.out, self.overwrite)
         self._created = not self.out.exists()
-        self.out.mkdir(parents=True, exist_ok=True)
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ValueError(f"--out {self.out}: cannot create the folder ({error.strerror or error})") from None
         self._lock()
         try:
             if not self.resume:
@@ -73,21 +87,23 @@ class RunFolder:
         self._release(failed=self.path != self.out)
 
     def checkpoint_saved(self) -> None:
-        """The run has a checkpoint: replace the earlier outputs with the staged files (no-op once committed).
+        """The run has a checkpoint: replace the earlier outputs with the staged files (no-op once committed; a
+        commit stopped halfway is finished by calling it again).
 
         The earlier run's derived outputs go first (it stays resumable from its checkpoint and config), then the
         staged checkpoint and config move in by rename, checkpoint first."""
         if self.path == self.out:
             return
+        if self._staged is None:
+            self._staged = sorted((p.name for p in self.path.iterdir()), key=lambda name: (name != CHECKPOINT, name != CONFIG, name))
         for file in self._earlier_outputs():
             if file.name not in (CHECKPOINT, CONFIG):
                 file.unlink()
-        staged = sorted(self.path.iterdir(), key=lambda p: (p.name != CHECKPOINT, p.name != CONFIG, p.name))
-        for file in staged:
-            os.replace(file, self.out / file.name)
-        replaced = {file.name for file in staged}
+        for name in self._staged:
+            if (self.path / name).exists():
+                os.replace(self.path / name, self.out / name)
         for file in self._earlier_outputs():  # an earlier run's config or checkpoint that nothing replaced
-            if file.name not in replaced:
+            if file.name not in self._staged:
                 file.unlink()
         self.path.rmdir()
         self.path = self.out
@@ -103,7 +119,10 @@ class RunFolder:
     def _lock(self) -> None:
         if fcntl is None:
             return
-        self._fd = os.open(self.out, os.O_RDONLY)
+        try:
+            self._fd = os.open(self.out, os.O_RDONLY)
+        except OSError as error:
+            raise ValueError(f"--out {self.out}: cannot open the folder ({error.strerror or error})") from None
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -116,6 +135,9 @@ class RunFolder:
     def _release(self, failed: bool) -> None:
         """Unlock; after a failure drop the staging folder, and the output folder if this run created it and it
         is still empty."""
+        staged_run = all((self.path / name).exists() for name in (CHECKPOINT, CONFIG))
+        if failed and self.path != self.out and (self._staged is not None or staged_run):  # stopped while committing: finish
+            self.checkpoint_saved()
         if failed and self.path != self.out:
             shutil.rmtree(self.path, ignore_errors=True)
             self.path = self.out

@@ -22,6 +22,7 @@ import png
 import soundfile
 import tifffile
 from PIL import Image as PILImage
+from PIL import ImageOps
 
 from ..io import atomic_path
 
@@ -111,6 +112,7 @@ def _read_tiff(path: Path) -> np.ndarray | None:
     return np.transpose(data, [axes.index(axis) for axis in "YXS" if axis in axes])
 
 
+EXIF_ORIENTATION = 0x0112
 PIL_KEPT = {"L", "LA", "RGB", "RGBA", "I", "I;16", "I;16L", "I;16B", "I;16N", "F"}  # "I" (int32) is refused later
 PIL_CONVERSIONS = {"1": "L", "La": "LA", "PA": "RGBA", "RGBa": "RGBA"}  # the rest (CMYK, YCbCr, LAB, HSV...) -> RGB
 
@@ -119,6 +121,8 @@ def _read_pillow(path: Path) -> np.ndarray:
     with PILImage.open(path) as image:
         if getattr(image, "is_animated", False) and image.format != "MPO":  # MPO: a camera JPEG's primary image first
             raise SignalError(f"{path}: an animation of {image.n_frames} frames; inr-fit fits a single image")
+        if image.getexif().get(EXIF_ORIENTATION, 1) != 1:  # a phone photo: fitted as it is shown, upright
+            image = ImageOps.exif_transpose(image)
         mode = image.mode
         if mode == "P":
             target = "RGBA" if "transparency" in image.info else "RGB"

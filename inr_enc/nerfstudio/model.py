@@ -85,7 +85,7 @@ class InrNerfModelConfig(ModelConfig):
     def __post_init__(self) -> None:
         """Every setting checked (settings.py) and ``encoding_config`` resolved: a bad one raises ValueError, or,
         while ns-train parses its command line, prints one line and exits with code 2 (no output folder yet)."""
-        with command_line_errors():
+        with command_line_errors(self):
             self._check_settings()
 
     def _check_settings(self) -> None:

@@ -77,25 +77,26 @@ def check_field_settings(encoding: Any, network: Any, direction_encoding: Any, c
         MLP.resolve_config({**color, "output_activation": "Sigmoid"}, direction.n_output_dims + geo_feat_dim, 3)
 
 
-def _tyro_is_parsing() -> bool:
-    """Whether tyro (ns-train's command-line parser) is on the call stack, building the config from arguments."""
+def _constructed_by_tyro(config: object) -> bool:
+    """Whether tyro (ns-train's command-line parser) itself called ``config``'s ``__init__``: only the frame that
+    constructs the config counts, so code that merely runs inside a tyro-parsed program keeps its ValueError."""
     frame = sys._getframe(1)
-    while frame is not None:
-        module = frame.f_globals.get("__name__") or ""
-        if module == "tyro" or module.startswith("tyro."):
-            return True
+    while frame is not None and not (frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is config):
         frame = frame.f_back
-    return False
+    caller = frame.f_back if frame is not None else None
+    module = (caller.f_globals.get("__name__") or "") if caller is not None else ""
+    return module == "tyro" or module.startswith("tyro.")
 
 
 @contextmanager
-def command_line_errors() -> Iterator[None]:
-    """A ValueError raised inside, while tyro parses a command line: ``<prog>: <message>`` on stderr, exit code 2
-    (tyro would frame the message in a box, its internal field path in front); otherwise raised unchanged."""
+def command_line_errors(config: object) -> Iterator[None]:
+    """A ValueError raised inside ``config``'s ``__post_init__`` while tyro builds it from a command line:
+    ``<prog>: <message>`` on stderr, exit code 2 (tyro would frame the message in a box, its internal field path in
+    front); otherwise raised unchanged."""
     try:
         yield
     except ValueError as error:
-        if not _tyro_is_parsing():
+        if not _constructed_by_tyro(config):
             raise
         print(f"{Path(sys.argv[0]).name or 'ns-train'}: {error}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..config.checks import check_bool, check_choice, check_float, check_int, config_error
+from ..config.checks import check_bool, check_choice, check_float, check_int, check_seed, config_error
 from ..encoders.base import Encoder, EncoderSpec, seeded_generator
 from .activations import ACTIVATIONS, PERIODIC, spder_arctan
 from .base import Network
@@ -62,7 +62,7 @@ class MLP(Network):
             "output_activation": check_choice("network", "output_activation", config["output_activation"], ACTIVATIONS),
             "omega_0": omega_0, "first_omega_0": first_omega_0 if periodic else None, "spder_variant": spder_variant,
             "input_map": check_choice("network", "input_map", input_map, ("signed", "none")),
-            "bias": check_bool("network", "bias", config["bias"]), "seed": check_int("network", "seed", config["seed"], 0),
+            "bias": check_bool("network", "bias", config["bias"]), "seed": check_seed("network", config["seed"]),
         }
 
     @classmethod

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..config.checks import check_choice, check_int, config_error
+from ..config.checks import check_choice, check_int, check_seed, config_error
 from ..encoders.base import Encoder, EncoderSpec
 from ..ops.schedules import WINDOWS, band_weights, schedule_alpha
 from .activations import ACTIVATIONS, PERIODIC
@@ -72,7 +72,7 @@ class PINs(Network):
             "output_activation": check_choice("PINs", "output_activation", config["output_activation"], ACTIVATIONS),
             "window": check_choice("PINs", "window", config["window"], WINDOWS), "start_step": start_step,
             "end_step": check_int("PINs", "end_step", config["end_step"], start_step),
-            "seed": check_int("PINs", "seed", config["seed"], 0),
+            "seed": check_seed("PINs", config["seed"]),
         }
 
     @classmethod
