@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ROWS = {
     "configs": ("mutated configs, in-process (build_encoder, build_field, training settings)", ["tests/test_config_fuzz.py"]),
     "cli": ("mutated configs through inr-fit", ["tests/test_cli_fuzz.py"]),
-    "images": ("image files", ["tests/test_signals.py", "-k", "cmyk or png or palette or tiff or pixels or tiny or train_split"]),
+    "images": ("image files", ["tests/test_signals.py", "-k", "cmyk or exif or png or palette or tiff or pixels or tiny or train_split"]),
     "wav": ("WAV and other audio files", ["tests/test_signals.py", "-k", "pcm or wav or audio or samples or rate"]),
     "runs": ("kills, signals, damaged and concurrent runs", ["tests/test_run_safety.py",
              "tests/test_cli.py::test_interrupted_run_leaves_a_valid_checkpoint_and_resumes"]),
