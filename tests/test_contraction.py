@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from inr_enc.nerf.contraction import contract, contract_gaussians, contraction_jacobian, uncontract
+from inr_enc.nerf.space import gaussians_to_unit, to_unit
 
 NORMS = ["l2", "linf"]
 
@@ -84,3 +85,30 @@ def test_gaussians_pushed_through_match_monte_carlo(norm):
         footprint = float(cov_c.diagonal().sqrt().max())
         np.testing.assert_allclose(contracted.mean(0).numpy(), mean_c.numpy(), atol=0.05 * footprint)
         np.testing.assert_allclose(empirical.numpy(), cov_c.numpy(), rtol=0.05, atol=0.02 * float(cov_c.diagonal().max()))
+
+
+@pytest.mark.parametrize("norm", [None, *NORMS])
+def test_unit_space_of_a_scene_box_and_its_gaussians(norm):
+    """World -> unit coordinates (nerf/space.py) for a box [-1, 3] x [0, 2] x [-2, 2]: bounded, the box is [0, 1]^3;
+    contracted, the box's inscribed ball (L2) or the box (L-inf) is the middle half of it and everything else the shell; Gaussians follow the whole map's
+    Jacobian (autograd of to_unit, an independent derivation of the same linearisation)."""
+    aabb = torch.tensor([[-1.0, 0.0, -2.0], [3.0, 2.0, 2.0]], dtype=torch.float64)
+    centre, corner = torch.tensor([[1.0, 1.0, 0.0]], dtype=torch.float64), aabb[1:]
+    x, inside = to_unit(torch.cat([centre, corner, torch.tensor([[1e6, 1.0, 0.0]], dtype=torch.float64)]), aabb, norm)
+    np.testing.assert_allclose(x[0].numpy(), 0.5)
+    # the corner (1, 1, 1) in box coordinates: on the L-inf unit cube, outside the L2 unit ball (norm sqrt 3)
+    corner_unit = {None: 1.0, "linf": 0.75, "l2": ((2 - 1 / 3**0.5) / 3**0.5 + 2) / 4}[norm]
+    np.testing.assert_allclose(x[1].numpy(), corner_unit)
+    if norm is None:
+        assert inside[:, 0].tolist() == [True, True, False]
+    else:
+        assert inside.all() and x[2, 0] > 0.999 and (x >= 0).all() and (x <= 1).all()
+    g = torch.Generator().manual_seed(4)
+    mean = torch.tensor([[0.5, 1.5, 1.0], [9.0, -4.0, 3.0]], dtype=torch.float64)
+    a = torch.randn(2, 3, 3, generator=g, dtype=torch.float64)
+    cov = a @ a.transpose(-1, -2)
+    unit_mean, unit_cov, _ = gaussians_to_unit(mean, cov, aabb, norm)
+    for i in range(2):
+        jacobian = torch.autograd.functional.jacobian(lambda p: to_unit(p, aabb, norm)[0], mean[i])
+        np.testing.assert_allclose(unit_mean[i].numpy(), to_unit(mean[i], aabb, norm)[0].numpy())
+        np.testing.assert_allclose(unit_cov[i].numpy(), (jacobian @ cov[i] @ jacobian.T).numpy(), rtol=1e-10, atol=1e-14)

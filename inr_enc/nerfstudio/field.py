@@ -1,12 +1,13 @@
 """A radiance field on inr_enc encoders, as a nerfstudio Field: Instant-NGP's layout (Müller et al. 2022, §5.4).
 
-density, geometry features = network(encoding(x)), x the sample position scaled from the scene box to [0, 1]^3;
+density, geometry features = network(encoding(x)), x the sample position scaled from the scene box to [0, 1]^3
+(bounded scenes), or contracted first (unbounded scenes: nerf/space.py);
 colour = color_network(direction_encoding(d), geometry features), d the unit view direction mapped to [0, 1]^3
 (tcnn's convention for SphericalHarmonics). Density is trunc_exp of the first output (exp with its gradient
-clamped, as nerfstudio and Instant-NGP do) and zero outside the scene box; colour has a sigmoid.
+clamped, as nerfstudio and Instant-NGP do) and, in a bounded scene, zero outside the scene box; colour has a sigmoid.
 An encoding that reads covariances (``uses_cov``: Hybrid, Hyb-NeRF, also nested in Progressive or Composite) gets
 each sample's frustum Gaussian (nerfstudio's ``Frustums.get_gaussian_blob``, cone radius sqrt(pixel_area / pi)) in
-[0, 1] units, so its Fourier levels are cone traced. ``density_fn`` (what the occupancy grid and the sampler's
+[0, 1] units (through the contraction's Jacobian in an unbounded scene), so its Fourier levels are cone traced. ``density_fn`` (what the occupancy grid and the sampler's
 skipping read) takes points, so there such an encoding is read without a footprint; the rendered densities are
 cone traced.
 """
@@ -22,18 +23,22 @@ from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.fields.base_field import Field, get_normalized_directions
 
 from ..encoders import build_encoder
+from ..nerf.contraction import Norm
+from ..nerf.space import gaussians_to_unit, to_unit
 from ..networks import MLP, build_network
 
 
 class EncodedRadianceField(Field):
     """aabb: [2, 3] scene box (world units); encoding, network: inr_enc configs of the position encoder and the
     density network (1 + geo_feat_dim outputs); direction_encoding, color_network: the colour branch (3 outputs,
-    sigmoid added). ``backend``: the encoders' ("auto": tcnn on CUDA when installed, else inr_enc's kernels)."""
+    sigmoid added). ``backend``: the encoders' ("auto": tcnn on CUDA when installed, else inr_enc's kernels).
+    ``contraction``: None for a bounded scene, "l2" or "linf" to contract space beyond the box (nerf/space.py)."""
 
     def __init__(self, aabb: torch.Tensor, encoding: dict[str, Any], network: dict[str, Any],
                  direction_encoding: dict[str, Any], color_network: dict[str, Any], geo_feat_dim: int = 15,
-                 backend: str = "auto") -> None:
+                 backend: str = "auto", contraction: Norm | None = None) -> None:
         super().__init__()
+        self.contraction = contraction
         self.register_buffer("aabb", torch.as_tensor(aabb, dtype=torch.float32).reshape(2, 3).clone())
         self.position_encoder = build_encoder(encoding, 3, backend)
         # raw outputs: density goes through trunc_exp (a named config's Sigmoid would keep it >= 1 everywhere)
@@ -43,11 +48,6 @@ class EncodedRadianceField(Field):
         color = {**color_network, "output_activation": "Sigmoid"}
         self.color_network = MLP(self.direction_encoder.n_output_dims + geo_feat_dim, 3, color)
         self.cone_traced = self.position_encoder.uses_cov
-
-    def _unit(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """World positions [..., 3] -> ([..., 3] in [0, 1] inside the box, [..., 1] inside mask)."""
-        x = (positions - self.aabb[0]) / (self.aabb[1] - self.aabb[0])
-        return x, ((x >= 0) & (x <= 1)).all(-1, keepdim=True)
 
     def _density(self, x: torch.Tensor, inside: torch.Tensor, cov: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -59,15 +59,14 @@ class EncodedRadianceField(Field):
         """Samples [...] -> (density [..., 1] >= 0, geometry features [..., geo_feat_dim])."""
         frustums = ray_samples.frustums
         if not self.cone_traced:
-            return self._density(*self._unit(frustums.get_positions()))
+            return self._density(*to_unit(frustums.get_positions(), self.aabb, self.contraction))
         gaussian = frustums.get_gaussian_blob()
-        extent = self.aabb[1] - self.aabb[0]
-        x, inside = self._unit(gaussian.mean)
-        return self._density(x, inside, gaussian.cov / (extent[:, None] * extent[None, :]))
+        x, cov, inside = gaussians_to_unit(gaussian.mean, gaussian.cov, self.aabb, self.contraction)
+        return self._density(x, inside, cov)
 
     def density_fn(self, positions: torch.Tensor, times: torch.Tensor | None = None) -> torch.Tensor:
         """Point densities (no frustum): positions [..., 3] world -> [..., 1]. The occupancy grid reads this."""
-        return self._density(*self._unit(positions))[0]
+        return self._density(*to_unit(positions, self.aabb, self.contraction))[0]
 
     def get_outputs(self, ray_samples: RaySamples, density_embedding: torch.Tensor | None = None
                     ) -> dict[FieldHeadNames, torch.Tensor]:
