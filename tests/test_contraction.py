@@ -90,15 +90,18 @@ def test_gaussians_pushed_through_match_monte_carlo(norm):
 @pytest.mark.parametrize("norm", [None, *NORMS])
 def test_unit_space_of_a_scene_box_and_its_gaussians(norm):
     """World -> unit coordinates (nerf/space.py) for a box [-1, 3] x [0, 2] x [-2, 2]: bounded, the box is [0, 1]^3;
-    contracted, the box's inscribed ball (L2) or the box (L-inf) is the middle half of it and everything else the shell; Gaussians follow the whole map's
+    contracted, the box (scaled by its largest half extent) is inside the middle half and everything else the shell; Gaussians follow the whole map's
     Jacobian (autograd of to_unit, an independent derivation of the same linearisation)."""
     aabb = torch.tensor([[-1.0, 0.0, -2.0], [3.0, 2.0, 2.0]], dtype=torch.float64)
     centre, corner = torch.tensor([[1.0, 1.0, 0.0]], dtype=torch.float64), aabb[1:]
     x, inside = to_unit(torch.cat([centre, corner, torch.tensor([[1e6, 1.0, 0.0]], dtype=torch.float64)]), aabb, norm)
     np.testing.assert_allclose(x[0].numpy(), 0.5)
-    # the corner (1, 1, 1) in box coordinates: on the L-inf unit cube, outside the L2 unit ball (norm sqrt 3)
-    corner_unit = {None: 1.0, "linf": 0.75, "l2": ((2 - 1 / 3**0.5) / 3**0.5 + 2) / 4}[norm]
-    np.testing.assert_allclose(x[1].numpy(), corner_unit)
+    # contracted, the box is scaled by its largest half extent (2): the corner (3, 2, 2) is (1, 0.5, 1), on the
+    # L-inf unit cube, outside the L2 unit ball (norm 1.5: scaled by (2 - 1/1.5) / 1.5)
+    box = torch.tensor([1.0, 0.5, 1.0], dtype=torch.float64)
+    corner_unit = {None: torch.ones(3, dtype=torch.float64), "linf": (box + 2) / 4,
+                   "l2": (box * (2 - 1 / 1.5) / 1.5 + 2) / 4}[norm]
+    np.testing.assert_allclose(x[1].numpy(), corner_unit.numpy())
     if norm is None:
         assert inside[:, 0].tolist() == [True, True, False]
     else:

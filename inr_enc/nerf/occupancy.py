@@ -12,7 +12,7 @@ samples in empty cells are dropped, and so are samples behind an opaque stretch 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -23,6 +23,9 @@ from .volume_rendering import optical_depth_before
 
 CHUNK = 1 << 18  # points per density evaluation during an update
 COARSE = 8  # fine cells per coarse cell along each axis (the coarse pass that skips empty space)
+# One window of marching (see march): (row into the A marching rays [S], sorted; points [S, 3]; interval lengths
+# [S]; per-sample payload tensors [S] returned with the samples; [A] bool, whether the ray has steps after it).
+Window = tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor]
 
 
 def ray_box_intersection(origins: torch.Tensor, directions: torch.Tensor, box: torch.Tensor
@@ -82,12 +85,16 @@ class OccupancyGrid(nn.Module):
                 occupied = occupied[torch.randint(len(occupied), (n // 4,), device=device, generator=generator)]
             cells = torch.cat([drawn, occupied])
         jitter = torch.rand(len(cells), 3, device=device, generator=generator)
-        lo, hi = self.aabb[0], self.aabb[1]
-        points = lo + (self.cell_coordinates(cells) + jitter) / self.resolution * (hi - lo)
+        points = self._cell_points(cells, jitter)
         values = torch.cat([opacity_fn(points[i:i + CHUNK]).reshape(-1) for i in range(0, len(points), CHUNK)])
         self.opacity.mul_(self.decay).scatter_reduce_(0, cells, values.to(self.opacity.dtype), "amax")
         self.occupied.copy_(self.opacity > min(self.threshold, float(self.opacity.mean())))
         self._update_bounds()
+
+    def _cell_points(self, cells: torch.Tensor, jitter: torch.Tensor) -> torch.Tensor:
+        """cells [M] flat indices, jitter [M, 3] in [0, 1) -> [M, 3] world points at that place in each cell."""
+        lo, hi = self.aabb[0], self.aabb[1]
+        return lo + (self.cell_coordinates(cells) + jitter) / self.resolution * (hi - lo)
 
     def _update_bounds(self) -> None:
         """Refresh what marching reads besides ``occupied``: the occupied bounding box, and the coarse grid (a
@@ -146,16 +153,17 @@ class OccupancyGrid(nn.Module):
         return new_near, new_far
 
     def _window(self, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor, far: torch.Tensor,
-                offset: torch.Tensor, first_steps: torch.Tensor, count: int, step_size: float
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Steps first_steps .. first_steps + count - 1 of rays [A] (t = near + (step + offset) * step_size) ->
-        (row into the A rays [S], sorted; t [S]), kept where t < far and the point is in an occupied cell."""
+                offset: torch.Tensor, first_steps: torch.Tensor, count: int, step_size: float) -> Window:
+        """Steps first_steps .. first_steps + count - 1 of rays [A] (t = near + (step + offset) * step_size) -> the
+        samples where t < far and the point is in an occupied cell (a :data:`Window`, payload (t,))."""
         steps = first_steps[:, None] + torch.arange(count, device=near.device)
         t = near[:, None] + (steps + offset[:, None]) * step_size  # [A, W]
         points = origins[:, None] + t[..., None] * directions[:, None]
         keep = (t < far[:, None]) & self.occupied_at(points.reshape(-1, 3)).view(t.shape)
         rows, k = keep.nonzero(as_tuple=True)
-        return rows, t[rows, k]
+        next_t = near + (first_steps + count + offset) * step_size
+        lengths = torch.full((len(rows),), step_size, dtype=wide_dtype(t.device), device=t.device)  # exact in tau
+        return rows, points[rows, k], lengths, (t[rows, k],), next_t < far
 
     @torch.no_grad()
     def sample(self, origins: torch.Tensor, directions: torch.Tensor, step_size: float,
@@ -194,27 +202,45 @@ class OccupancyGrid(nn.Module):
         start, end = self._coarse_range(origins, directions, near, far) if n else (near, far)
         first_steps = torch.floor((start - near) / step_size).clamp_min(0).long()  # keeps the points of near's grid
         alive = (end > start).nonzero().squeeze(1)  # rays still marching, ascending
-        max_depth = -math.log(early_stop_eps) if density_fn is not None else math.inf
-        depth = torch.zeros(n, dtype=wide_dtype(device), device=device)  # optical depth so far, per ray
-        found_rays, found_t = [], []
-        while len(alive):
-            rows, t = self._window(origins[alive], directions[alive], near[alive], end[alive], offset[alive],
-                                   first_steps[alive], window, step_size)
-            rays = alive[rows]
-            if density_fn is not None:
-                tau = density_fn(origins[rays] + t[:, None] * directions[rays]).reshape(-1).to(depth.dtype) * step_size
-                before = depth[rays] + optical_depth_before(tau, rays, n)
-                keep = (before < max_depth) & (1 - torch.exp(-tau) > alpha_threshold)
-                rays, t = rays[keep], t[keep]
-                depth.index_add_(0, alive[rows], tau)
-            found_rays.append(rays)
-            found_t.append(t)
-            first_steps[alive] += window
-            next_t = near[alive] + (first_steps[alive] + offset[alive]) * step_size
-            alive = alive[(next_t < end[alive]) & (depth[alive] < max_depth)]
-        if not found_rays:
-            empty = origins.new_zeros(0)
-            return empty.long(), empty, empty
-        rays, order = torch.sort(torch.cat(found_rays), stable=True)  # windows come in order of t: stays per ray
-        t = torch.cat(found_t)[order]
+
+        def window_of(alive: torch.Tensor, first: torch.Tensor) -> Window:
+            return self._window(origins[alive], directions[alive], near[alive], end[alive], offset[alive], first,
+                                window, step_size)
+
+        rays, (t,) = march(n, alive, first_steps, window, window_of, density_fn, early_stop_eps, alpha_threshold,
+                           origins.new_zeros(0), n_payload=1)
         return rays, t - step_size / 2, t + step_size / 2
+
+
+def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int,
+          window_of: Callable[[torch.Tensor, torch.Tensor], Window],
+          density_fn: Callable[[torch.Tensor], torch.Tensor] | None, early_stop_eps: float, alpha_threshold: float,
+          empty: torch.Tensor, n_payload: int) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """Front-to-back marching of n rays, ``window`` steps at a time, with early ray termination (shared by the
+    grids' ``sample``). alive: the marching rays, ascending; first_steps [n] int64: each ray's next step (advanced
+    in place); window_of(alive, first_steps[alive]) -> a :data:`Window`. With density_fn, a sample is kept only
+    while the optical depth before it is below -log(early_stop_eps) and its opacity 1 - exp(-density * length)
+    exceeds alpha_threshold; a ray stops once its optical depth reaches -log(early_stop_eps).
+    -> (ray_indices [M] int64 sorted, each ray's samples in order; the payloads [M], ``empty`` when none)."""
+    device = first_steps.device
+    max_depth = -math.log(early_stop_eps) if density_fn is not None else math.inf
+    depth = torch.zeros(n, dtype=wide_dtype(device), device=device)  # optical depth so far, per ray
+    found_rays: list[torch.Tensor] = []
+    found: list[tuple[torch.Tensor, ...]] = []
+    while len(alive):
+        rows, points, lengths, payload, more = window_of(alive, first_steps[alive])
+        rays = alive[rows]
+        if density_fn is not None:
+            tau = density_fn(points).reshape(-1).to(depth.dtype) * lengths.to(depth.dtype)
+            before = depth[rays] + optical_depth_before(tau, rays, n)
+            keep = (before < max_depth) & (1 - torch.exp(-tau) > alpha_threshold)
+            depth.index_add_(0, rays, tau)
+            rays, payload = rays[keep], tuple(p[keep] for p in payload)
+        found_rays.append(rays)
+        found.append(payload)
+        first_steps[alive] += window
+        alive = alive[more & (depth[alive] < max_depth)]
+    if not found_rays:
+        return empty.long(), (empty,) * n_payload
+    rays, order = torch.sort(torch.cat(found_rays), stable=True)  # windows come in order of t: stays per ray
+    return rays, tuple(torch.cat(parts)[order] for parts in zip(*found))

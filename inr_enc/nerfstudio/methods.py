@@ -12,6 +12,7 @@ Defaults are sized for CPU: a 100x100 Blender scene trains in minutes on 2 cores
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from nerfstudio.configs.base_config import ViewerConfig
@@ -24,6 +25,7 @@ from nerfstudio.plugins.types import MethodSpecification
 
 from .model import HASHGRID, InrNerfModelConfig
 from .optimizers import LazyAdamOptimizerConfig, LogLinearDecaySchedulerConfig
+from .settings import scene_contraction_for
 
 MAX_ITERATIONS = 2000
 
@@ -33,6 +35,19 @@ HYBRID = {**HASHGRID, "otype": "Hybrid", "split_level": 4, "coarse": "Fourier", 
 FOURIER_POSITIONS = {"otype": "RandomFourier", "n_features": 128, "sigma": 3.0}
 NERF_DIRECTIONS = {"otype": "NeRF", "n_frequencies": 4}
 NERF_NETWORK = {"otype": "MLP", "activation": "ReLU", "n_neurons": 128, "n_hidden_layers": 4}
+
+
+@dataclass
+class InrPipelineConfig(DynamicBatchPipelineConfig):
+    """Instant-NGP's batches (rays per batch follow a sample budget). When the pipeline is built (ns-train, ns-eval,
+    ns-render), the model's ``scene_contraction`` "auto" is settled from the dataparser in use (settings.py
+    ``scene_contraction_for``), so config.yml keeps "auto" and every command settles it the same way."""
+
+    def setup(self, **kwargs: Any) -> Any:
+        if isinstance(self.model, InrNerfModelConfig):
+            self.model.scene_contraction = scene_contraction_for(self.model.scene_contraction,
+                                                                 self.datamanager.dataparser)
+        return super().setup(**kwargs)
 
 
 def _trainer(name: str, model: InrNerfModelConfig, lr: float, table_lr: float) -> TrainerConfig:
@@ -53,7 +68,7 @@ def _trainer(name: str, model: InrNerfModelConfig, lr: float, table_lr: float) -
         steps_per_save=500,
         max_num_iterations=MAX_ITERATIONS,
         mixed_precision=False,
-        pipeline=DynamicBatchPipelineConfig(  # Instant-NGP's batches: rays per batch follow a sample budget
+        pipeline=InrPipelineConfig(
             datamanager=VanillaDataManagerConfig(dataparser=BlenderDataParserConfig(alpha_color=None)),
             model=model,
             target_num_samples=1 << 16,

@@ -1,5 +1,7 @@
 """A nerfstudio Model around :class:`EncodedRadianceField`, sampled through an Instant-NGP occupancy grid in plain
-torch (``inr_enc.nerf.occupancy``), so it trains and renders on CPU as well as on CUDA.
+torch (``inr_enc.nerf.occupancy``), so it trains and renders on CPU as well as on CUDA. Unbounded scenes
+(``scene_contraction``): space beyond the scene box is contracted (mip-NeRF 360) and sampled with cone-angle steps
+over a grid of the contracted space (``inr_enc.nerf.unbounded``), so the sky and the far field are density.
 
 Per batch of rays: march the occupied cells with a fixed step, front to back, evaluating density alone (no
 autograd) and keeping the samples a ray still sees (transmittance > ``early_stop_eps``, Instant-NGP's early ray
@@ -20,11 +22,14 @@ from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.model_components import renderers
 from nerfstudio.models.base_model import Model, ModelConfig
 from nerfstudio.utils import colormaps
+from nerfstudio.utils.rich_utils import CONSOLE
 from torch import nn
 from torch.profiler import record_function
 
 from ..metrics import psnr, ssim
 from ..nerf.occupancy import OccupancyGrid
+from ..nerf.space import box_frame
+from ..nerf.unbounded import ContractedOccupancyGrid
 from ..nerf.volume_rendering import accumulate, render_weights
 from ..ops.schedules import set_training_step
 from ..optim import grid_tables
@@ -77,6 +82,10 @@ class InrNerfModelConfig(ModelConfig):
     """Samples behind this transmittance are skipped."""
     render_alpha_threshold: float = 0.01
     """When rendering (not training), samples with a smaller opacity are skipped."""
+    scene_contraction: Literal["auto", "none", "l2", "linf"] = "auto"
+    """Unbounded scenes: space beyond the scene box contracted (mip-NeRF 360; "linf" is nerfacto's cube), sampled
+    with cone-angle steps, the sky learnt as far density. "auto": "none" for blender-data and dnerf-data, "linf" for
+    other dataparsers (real captures); settled when the pipeline is built (methods.py), and logged."""
     background_color: Literal["white", "black"] = "white"
     """Composited behind every ray; RGBA ground truth is composited over it too."""
     eval_num_rays_per_chunk: int = 8192
@@ -117,12 +126,20 @@ class InrNerfModel(Model):
         super().populate_modules()
         cfg = self.config
         aabb = self.scene_box.aabb.float()
+        self.contraction = None if cfg.scene_contraction in ("auto", "none") else cfg.scene_contraction
         self.field = EncodedRadianceField(aabb, cfg.encoding, cfg.network, cfg.direction_encoding, cfg.color_network,
-                                          cfg.geo_feat_dim, cfg.backend)
-        self.occupancy = OccupancyGrid(aabb, cfg.grid_resolution, cfg.occupancy_threshold,
-                                       warmup_steps=cfg.grid_warmup_steps)
+                                          cfg.geo_feat_dim, cfg.backend, self.contraction)
         diagonal = float((aabb[1] - aabb[0]).norm())
         self.step_size = cfg.render_step_size if cfg.render_step_size is not None else diagonal / 512
+        if self.contraction is None:
+            self.occupancy = OccupancyGrid(aabb, cfg.grid_resolution, cfg.occupancy_threshold,
+                                           warmup_steps=cfg.grid_warmup_steps)
+        else:  # steps from render_step_size near the centre, growing with distance (Instant-NGP's cone angle)
+            centre, scale = box_frame(aabb)
+            self.occupancy = ContractedOccupancyGrid(centre, float(scale), cfg.grid_resolution, self.contraction,
+                                                     cfg.occupancy_threshold, warmup_steps=cfg.grid_warmup_steps,
+                                                     min_step=self.step_size)
+        CONSOLE.log(f"inr_enc: {'bounded scene (the scene box)' if self.contraction is None else f'unbounded scene ({self.contraction} contraction beyond the scene box)'}")
         self.register_buffer("background", torch.full((3,), 1.0 if cfg.background_color == "white" else 0.0))
         self.extra_metrics = {"lpips": lpips_if_weights_on_disk()}  # a plain dict: not part of the state dict
 
@@ -135,7 +152,10 @@ class InrNerfModel(Model):
     def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes
                                ) -> List[TrainingCallback]:
         def update_grid(step: int) -> None:
-            self.occupancy.update(step, lambda x: self.field.density_fn(x) * self.step_size)
+            if self.contraction is None:
+                self.occupancy.update(step, lambda x: self.field.density_fn(x) * self.step_size)
+            else:  # the contracted grid weighs density by the step a ray takes where it is
+                self.occupancy.update(step, self.field.density_fn)
 
         def set_step(step: int) -> None:  # coarse-to-fine encoders (Progressive) follow the training step
             set_training_step(self.field, step)
@@ -154,8 +174,9 @@ class InrNerfModel(Model):
         n = len(origins)
         alpha_threshold = 0.0 if self.training else self.config.render_alpha_threshold
         with record_function("inr_nerf.sample"):
+            fixed_step = () if self.contraction is not None else (self.step_size,)  # contracted: cone-angle steps
             ray_indices, starts, ends = self.occupancy.sample(
-                origins, directions, self.step_size, self.field.density_fn, self.config.early_stop_eps,
+                origins, directions, *fixed_step, self.field.density_fn, self.config.early_stop_eps,
                 alpha_threshold, jitter=self.training, clip=self._crop(ray_bundle))
         samples = RaySamples(frustums=Frustums(
             origins=origins[ray_indices], directions=directions[ray_indices], starts=starts[:, None],

@@ -16,6 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
+from nerfstudio.data.dataparsers.dnerf_dataparser import DNeRFDataParserConfig
+
 from ..config import check_mapping, load_config
 from ..config.schema import FIELD_KEYS, RUN_KEYS, resolve_field
 from ..encoders import encoder_spec
@@ -75,6 +78,18 @@ def check_field_settings(encoding: Any, network: Any, direction_encoding: Any, c
     with naming("color_network", "network"):
         color = check_mapping("network", "color_network", color_network, allow_none=False)
         MLP.resolve_config({**color, "output_activation": "Sigmoid"}, direction.n_output_dims + geo_feat_dim, 3)
+
+
+BOUNDED_DATAPARSERS = (BlenderDataParserConfig, DNeRFDataParserConfig)  # synthetic objects in a box
+UNBOUNDED_CONTRACTION = "linf"  # nerfacto's SceneContraction(order=inf): the contracted cube fills the grid
+
+
+def scene_contraction_for(setting: str, dataparser: object) -> str:
+    """``scene_contraction`` "auto" settled by the dataparser: "none" (bounded) for blender-data and dnerf-data,
+    UNBOUNDED_CONTRACTION for every other (nerfstudio-data, colmap, ...: real captures); any other setting as is."""
+    if setting != "auto":
+        return setting
+    return "none" if isinstance(dataparser, BOUNDED_DATAPARSERS) else UNBOUNDED_CONTRACTION
 
 
 def _constructed_by_tyro(config: object) -> bool:

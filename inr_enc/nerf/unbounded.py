@@ -1,0 +1,216 @@
+"""Sampling unbounded scenes: Instant-NGP's cone-angle stepping (Müller et al. 2022, appendix E) and an occupancy
+grid over mip-NeRF 360's contracted space (Barron et al. 2022), in plain torch.
+
+Steps grow with distance: t_{k+1} = t_k + clamp(t_k * cone_angle, min_step, max_step), so a ray costs about
+log(far / near) / cone_angle samples however far it reaches (:func:`cone_steps`). The step depends on t only, so
+one sequence of boundaries serves every ray. :class:`ContractedOccupancyGrid` keeps Instant-NGP's occupancy rule
+on a grid over the contracted cube [-2, 2]^3: the scene box keeps its resolution, and beyond it cells grow with
+distance (a cell at distance r spans about 4 r^2 / resolution scene units radially), as the steps do.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from ..ops.precision import wide_dtype
+from .contraction import NORMS, Norm, contract, uncontract
+from .occupancy import OccupancyGrid, Window, march
+
+MAX_STEPS = 10**8  # refuse step sequences longer than this (they would not fit in memory anyway)
+
+
+def _first(mask: torch.Tensor) -> int:
+    """Index of the first True of a 1D bool tensor (which must hold one)."""
+    if not bool(mask.any()):
+        raise RuntimeError("cone_steps: internal error, no stopping point among the candidates")
+    return int(mask.int().argmax())
+
+
+def _count(span: float, step: float) -> int:
+    n = math.ceil(span / step) + 2  # a margin of two candidates for rounding
+    if n > MAX_STEPS:
+        raise ValueError(f"cone_steps: more than {MAX_STEPS} steps; raise min_step or cone_angle, or lower far")
+    return max(n, 2)
+
+
+def cone_steps(near: float, far: float, cone_angle: float, min_step: float, max_step: float) -> torch.Tensor:
+    """The boundaries t_0 = near < t_1 < ... < t_K, t_{k+1} = t_k + clamp(t_k * cone_angle, min_step, max_step),
+    up to the first t_K >= far: a float64 tensor [K + 1] (on the CPU).
+
+    Computed by phases, not by a loop: steps of min_step while t * cone_angle < min_step, then the geometric
+    stretch t_{k+1} = t_k (1 + cone_angle) while t * cone_angle <= max_step, then steps of max_step.
+    """
+    values = (near, far, cone_angle, min_step, max_step)
+    if not all(math.isfinite(v) for v in values) or not (0 <= near < far and cone_angle >= 0
+                                                         and 0 < min_step <= max_step):
+        raise ValueError(f"cone_steps: need finite 0 <= near < far, cone_angle >= 0, 0 < min_step <= max_step; got "
+                         f"near={near}, far={far}, cone_angle={cone_angle}, min_step={min_step}, max_step={max_step}")
+    f64 = torch.float64
+    parts, t = [torch.tensor([near], dtype=f64)], near
+    if t * cone_angle < min_step:  # fixed steps of min_step
+        end = far if cone_angle == 0 else min(far, min_step / cone_angle)
+        ts = near + torch.arange(1, _count(end - near, min_step) + 1, dtype=f64) * min_step
+        stop = _first((ts * cone_angle >= min_step) | (ts >= far))
+        parts.append(ts[:stop + 1])
+        t = float(ts[stop])
+    if t < far and t * cone_angle <= max_step:  # geometric: step = t * cone_angle (here cone_angle > 0)
+        growth = math.log1p(cone_angle)
+        n = _count(math.log(min(far, max_step / cone_angle) / t), growth)
+        ts = t * torch.exp(torch.arange(1, n + 1, dtype=f64) * growth)
+        stop = _first((ts * cone_angle > max_step) | (ts >= far))
+        parts.append(ts[:stop + 1])
+        t = float(ts[stop])
+    if t < far:  # fixed steps of max_step
+        ts = t + torch.arange(1, _count(far - t, max_step) + 1, dtype=f64) * max_step
+        parts.append(ts[:_first(ts >= far) + 1])
+    return torch.cat(parts)
+
+
+class ContractedOccupancyGrid(OccupancyGrid):
+    """An occupancy grid of ``resolution``^3 cells over the contracted cube [-2, 2]^3, for unbounded scenes.
+
+    World points x map to grid space by y = contract((x - center) / scale, norm): ``center`` [3] and ``scale`` (half
+    the scene box's extent) put the scene box at [-1, 1]^3, and contraction fits everything beyond it in the shell
+    up to norm 2 (L-inf fills the cube; L2 the ball inside it). The state (as :class:`OccupancyGrid`: per-cell
+    opacity and occupancy, plus ``center`` and ``scale``) is in buffers, so a saved model renders as trained.
+
+    Rays are sampled on the :func:`cone_steps` boundaries from ``near`` to ``far`` (t in world units along unit
+    directions; defaults 0.05 scale and 1e3 scale); ``min_step`` defaults to sqrt(3) / 1024 scale (Instant-NGP's
+    1024 steps across a unit cube's diagonal), ``cone_angle`` to 1/256 and ``max_step`` to no limit (1e10).
+    """
+
+    def __init__(self, center: torch.Tensor | tuple[float, float, float] = (0.0, 0.0, 0.0), scale: float = 1.0,
+                 resolution: int = 128, norm: Norm = "linf", threshold: float = 0.01, decay: float = 0.95,
+                 warmup_steps: int = 256, cone_angle: float = 1 / 256, min_step: float | None = None,
+                 max_step: float = 1e10, near: float | None = None, far: float | None = None) -> None:
+        if norm not in NORMS:
+            raise ValueError(f"ContractedOccupancyGrid: norm must be one of {', '.join(NORMS)}, got {norm!r}")
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"ContractedOccupancyGrid: scale must be a positive number, got {scale}")
+        super().__init__(torch.tensor([[-2.0] * 3, [2.0] * 3]), resolution, threshold, decay, warmup_steps)
+        self.norm = norm
+        self.register_buffer("center", torch.as_tensor(center, dtype=torch.float32).reshape(3).clone())
+        self.register_buffer("scale", torch.tensor(float(scale)))
+        self.cone_angle, self.max_step = float(cone_angle), float(max_step)
+        self.min_step = math.sqrt(3) / 1024 * scale if min_step is None else float(min_step)
+        self.near = 0.05 * scale if near is None else float(near)
+        self.far = 1e3 * scale if far is None else float(far)
+        cone_steps(self.near, self.far, self.cone_angle, self.min_step, self.max_step)  # checks the settings
+
+    def steps(self) -> torch.Tensor:
+        """The shared boundaries: :func:`cone_steps` over [near, far] plus one boundary beyond (float64)."""
+        t = cone_steps(self.near, self.far, self.cone_angle, self.min_step, self.max_step)
+        last = float(t[-1])
+        beyond = last + min(max(last * self.cone_angle, self.min_step), self.max_step)
+        return torch.cat([t, t.new_tensor([beyond])])
+
+    def to_grid(self, points: torch.Tensor) -> torch.Tensor:
+        """points: [..., 3] world -> [..., 3] contracted points (norm < 2)."""
+        return contract((points - self.center) / self.scale, self.norm)
+
+    def step_size_at(self, points: torch.Tensor) -> torch.Tensor:
+        """points: [P, 3] world -> [P], the step a ray takes there, with the distance from ``center`` for t."""
+        distance = (points - self.center).norm(dim=-1)
+        return (distance * self.cone_angle).clamp(self.min_step, self.max_step)
+
+    def _cell_points(self, cells: torch.Tensor, jitter: torch.Tensor) -> torch.Tensor:
+        y = -2 + (self.cell_coordinates(cells) + jitter) / self.resolution * 4
+        r = y.norm(dim=-1, keepdim=True) if self.norm == "l2" else y.abs().amax(-1, keepdim=True)
+        y = y * ((2 - 1e-6) / r).clamp(max=1)  # strictly inside the contracted ball (cube) of radius 2
+        return uncontract(y.double(), self.norm).to(y.dtype) * self.scale + self.center
+
+    @torch.no_grad()
+    def update(self, step: int, density_fn: Callable[[torch.Tensor], torch.Tensor],  # type: ignore[override]
+               generator: torch.Generator | None = None) -> None:
+        """Refresh the grid (the rule of :meth:`OccupancyGrid.update`); density_fn: world points [P, 3] -> density
+        [P] or [P, 1]. A cell's opacity is density * :meth:`step_size_at` a random point in it."""
+        super().update(step, lambda x: density_fn(x).reshape(-1) * self.step_size_at(x), generator)
+
+    def _cell_of(self, points: torch.Tensor) -> torch.Tensor:
+        """points: [..., 3] world -> [..., 3] cell coordinates of their contracted points (:func:`contract`, fused:
+        it runs on every sample). Points beyond float32's reach of norm 2 go to the outermost cells, so every
+        finite point has a cell."""
+        x = (points - self.center) / self.scale
+        r = x.norm(dim=-1, keepdim=True) if self.norm == "l2" else x.abs().amax(-1, keepdim=True)
+        r = r.clamp_min(1)
+        y = x * ((2 - 1 / r) / r)  # contract: x where r <= 1, else (2 - 1/r) x / r
+        return ((y + 2) * (self.resolution / 4)).long().clamp_(0, self.resolution - 1)  # y + 2 >= 0: long = floor
+
+    def occupied_at(self, points: torch.Tensor) -> torch.Tensor:
+        """points: [P, 3] world -> [P] bool (every point of space has a cell)."""
+        r = self.resolution
+        ijk = self._cell_of(points)
+        return self.occupied[(ijk * ijk.new_tensor([r * r, r, 1])).sum(-1)]
+
+    def _window(self, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor,  # type: ignore[override]
+                far: torch.Tensor, offset: torch.Tensor | None, first: torch.Tensor, count: int, bounds: torch.Tensor
+                ) -> Window:
+        """Intervals first .. first + count - 1 of rays [A]: [T(k + offset), T(k + 1 + offset)], T the piecewise
+        linear map through ``bounds`` (offset None: 0), kept where the start is in [near, far) and the midpoint in
+        an occupied cell; payload (starts, ends)."""
+        k = first[:, None] + torch.arange(count, device=first.device)  # [A, W]
+        n_intervals = len(bounds) - 2  # the last boundary only ends the intervals of jittered rays
+        k_safe = k.clamp_max(n_intervals - 1)
+        starts, ends = bounds[k_safe], bounds[k_safe + 1]
+        if offset is not None:
+            lengths = bounds[1:] - bounds[:-1]
+            starts = starts + offset[:, None] * lengths[k_safe]
+            ends = ends + offset[:, None] * lengths[k_safe + 1]
+        points = origins[:, None] + ((starts + ends) / 2)[..., None] * directions[:, None]
+        keep = (k < n_intervals) & (starts >= near[:, None]) & (starts < far[:, None])
+        keep &= self.occupied_at(points.reshape(-1, 3)).view(k.shape)
+        rows, j = keep.nonzero(as_tuple=True)
+        starts, ends = starts[rows, j], ends[rows, j]
+        following = (first + count).clamp_max(n_intervals - 1)
+        next_start = bounds[following] + (0 if offset is None else offset * (bounds[following + 1] - bounds[following]))
+        more = (first + count < n_intervals) & (next_start < far)
+        return rows, points[rows, j], ends - starts, (starts, ends), more
+
+    @torch.no_grad()
+    def sample(self, origins: torch.Tensor, directions: torch.Tensor,  # type: ignore[override]
+               density_fn: Callable[[torch.Tensor], torch.Tensor] | None = None, early_stop_eps: float = 1e-4,
+               alpha_threshold: float = 0.0, jitter: bool = False, window: int = 64,
+               generator: torch.Generator | None = None, clip: tuple[torch.Tensor, torch.Tensor] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Samples along each ray on the :func:`cone_steps` boundaries, in occupied cells.
+
+        origins, directions: [N, 3] (unit directions: t, near, far and the steps are then in world units) -> packed
+        (ray_indices [M] int64, sorted, each ray's samples in order of t; t_starts [M]; t_ends [M]). Without
+        ``jitter`` the intervals are the cone_steps intervals [t_k, t_{k+1}] whose start lies in [near, far) (all
+        K of them by default); with it, each ray's intervals are shifted by a uniform fraction u in [0, 1) of
+        their length (training), [t_k + u (t_{k+1} - t_k), t_{k+1} + u (t_{k+2} - t_{k+1})], still contiguous. An
+        interval is kept where its midpoint lies in an occupied cell. Marching is front to back, ``window`` steps
+        at a time for all rays together; with ``density_fn`` (world points [P, 3] -> density [P] or [P, 1]) a
+        sample is kept only while the transmittance before it exceeds ``early_stop_eps`` and its opacity
+        1 - exp(-density * (t_end - t_start)) exceeds ``alpha_threshold``, and a ray stops once its transmittance
+        falls below early_stop_eps. ``clip``: (near [N], far [N]) per-ray limits within the grid's [near, far].
+        """
+        if not 0 < early_stop_eps < 1 or not 0 <= alpha_threshold < 1 or window < 1:
+            raise ValueError(f"sample: need 0 < early_stop_eps < 1, 0 <= alpha_threshold < 1, window >= 1; got "
+                             f"{early_stop_eps}, {alpha_threshold}, {window}")
+        if origins.shape != directions.shape or origins.dim() != 2 or origins.shape[-1] != 3:
+            raise ValueError(f"sample: origins and directions must both be [N, 3], got {list(origins.shape)} and "
+                             f"{list(directions.shape)}")
+        n, device, dtype = len(origins), origins.device, origins.dtype
+        wide = self.steps().to(device, wide_dtype(device))
+        bounds = wide.to(dtype)  # t in the rays' type (float32 keeps a relative 6e-8, steps grow by cone_angle)
+        near = torch.full((n,), self.near, dtype=wide.dtype, device=device)
+        far = torch.full((n,), self.far, dtype=wide.dtype, device=device)
+        if clip is not None:
+            near = torch.maximum(near, clip[0].reshape(-1).to(near))
+            far = torch.minimum(far, clip[1].reshape(-1).to(far))
+        first = (torch.searchsorted(wide, near, right=True) - 1).clamp_min(0)
+        near, far = near.to(dtype), far.to(dtype)
+        offset = torch.rand(n, device=device, dtype=dtype, generator=generator) if jitter else None
+        alive = (far > near).nonzero().squeeze(1)
+
+        def window_of(alive: torch.Tensor, first: torch.Tensor) -> Window:
+            return self._window(origins[alive], directions[alive], near[alive], far[alive],
+                                None if offset is None else offset[alive], first, window, bounds)
+
+        rays, (starts, ends) = march(n, alive, first, window, window_of, density_fn, early_stop_eps,
+                                     alpha_threshold, origins.new_zeros(0), n_payload=2)
+        return rays, starts, ends

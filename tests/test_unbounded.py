@@ -1,0 +1,213 @@
+"""Cone-angle stepping and the occupancy grid over contracted space (inr_enc/nerf/unbounded.py)."""
+
+import math
+
+import pytest
+import torch
+
+from inr_enc.nerf.contraction import contract
+from inr_enc.nerf.unbounded import ContractedOccupancyGrid, cone_steps
+from inr_enc.nerf.volume_rendering import render_weights
+
+TYPICAL = (0.05, 1000.0, 1 / 256, math.sqrt(3) / 1024, 1e10)  # 2214 boundaries: 2213 steps from 0.05 to 1000
+# (227 of min_step up to t = 0.443, then 1986 growing by 1/256 each)
+
+
+def loop_steps(near, far, cone_angle, min_step, max_step):
+    """The recursion, one step at a time (the reference)."""
+    t = [near]
+    while t[-1] < far:
+        t.append(t[-1] + min(max(t[-1] * cone_angle, min_step), max_step))
+    return torch.tensor(t, dtype=torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """These tests run many small tensor ops, which threads only slow down on a shared machine (25x here)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def unit(v):
+    return torch.nn.functional.normalize(v, dim=-1)
+
+
+@pytest.mark.parametrize("settings", [TYPICAL, (0.0, 10.305, 0.0, 0.01, 0.01), (0.1, 500.0, 1 / 128, 0.01, 1.0),
+                                      (0.3, 40.7, 0.1, 0.05, 2.0), (2.0, 3.0, 0.5, 1e-3, 0.3)])
+def test_cone_steps_follow_the_recursion(settings):
+    near, far, cone, lo, hi = settings
+    t, expected = cone_steps(*settings), loop_steps(*settings)
+    assert t.dtype == torch.float64 and t.dim() == 1 and len(t) == len(expected)
+    assert torch.allclose(t, expected, rtol=1e-10, atol=1e-12)
+    assert t[0] == near and t[-2] < far <= t[-1] and bool((t[1:] > t[:-1]).all())
+    steps = t[1:] - t[:-1]
+    assert torch.allclose(steps, (t[:-1] * cone).clamp(lo, hi), rtol=1e-8)
+    if settings == TYPICAL:
+        assert len(t) == 2214
+
+
+def test_cone_steps_reject_bad_settings():
+    for bad in [(1.0, 1.0, 0.0, 0.1, 0.1), (-1.0, 1.0, 0.0, 0.1, 0.1), (0.0, 1.0, -0.1, 0.1, 0.1),
+                (0.0, 1.0, 0.0, 0.0, 0.1), (0.0, 1.0, 0.0, 0.2, 0.1), (0.0, math.inf, 0.0, 0.1, 0.1),
+                (0.0, 1e12, 0.0, 1e-3, 1e-3)]:  # the last: 1e15 steps
+        with pytest.raises(ValueError):
+            cone_steps(*bad)
+
+
+def test_the_grid_maps_the_scene_box_and_the_far_field():
+    grid = ContractedOccupancyGrid(center=(1.0, 2.0, 3.0), scale=2.0, resolution=16)
+    corners = torch.tensor([[1.0, 2.0, 3.0]]) + 2.0 * torch.tensor([[-1.0, -1, -1], [1, 1, 1], [1, -1, 0.5]])
+    assert torch.allclose(grid.to_grid(corners), (corners - torch.tensor([1.0, 2, 3])) / 2)
+    far = torch.tensor([[1.0, 2.0, 3.0]]) + unit(torch.randn(100, 3, generator=torch.Generator().manual_seed(0))) * 200
+    y = grid.to_grid(far)
+    assert bool((y.abs().amax(-1) > 1.98).all() & (y.abs().amax(-1) < 2).all())  # distance 100 scales: 2 - 1/100
+    huge = torch.tensor([[1e6, 0, 0], [0, -1e12, 0], [3e38, 3e38, -3e38], [1.0, 2.0, 3.0]])
+    cells = grid._cell_of(huge)
+    assert bool(((cells >= 0) & (cells < 16)).all())
+    assert grid.occupied_at(huge).tolist() == [True] * 4  # all occupied until the first update
+    grid.occupied.zero_()
+    grid.occupied[(cells[0] * 16 + cells[0, 1]) * 16 + cells[0, 2]] = True
+    assert grid.occupied_at(huge).tolist() == [True, False, False, False]
+
+
+def test_cells_agree_with_contract_and_update_points_land_in_their_cells():
+    g = torch.Generator().manual_seed(1)
+    for norm in ("l2", "linf"):
+        grid = ContractedOccupancyGrid(center=(0.5, 0.0, -0.5), scale=3.0, resolution=32, norm=norm)
+        x = torch.randn(20000, 3, generator=g) * torch.logspace(-1, 3, 20000)[:, None]
+        via_contract = torch.floor((contract((x - grid.center) / 3.0, norm) + 2) / 4 * 32).long()
+        assert (grid._cell_of(x) == via_contract).all(-1).float().mean() > 0.999  # up to rounding at cell edges
+        cells = torch.randint(32**3, (20000,), generator=g)
+        if norm == "l2":  # cells that meet the contracted ball
+            centre = (grid.cell_coordinates(cells) + 0.5) / 32 * 4 - 2
+            cells = cells[centre.norm(dim=-1) < 2 - 4 / 32 * math.sqrt(3) / 2]
+        points = grid._cell_points(cells, torch.rand(len(cells), 3, generator=g))
+        assert bool(torch.isfinite(points).all())
+        assert (grid._cell_of(points) == grid.cell_coordinates(cells)).all(-1).float().mean() > 0.999
+
+
+def test_all_occupied_grid_gives_the_cone_steps_intervals():
+    grid = ContractedOccupancyGrid(resolution=8)  # all occupied before any update
+    g = torch.Generator().manual_seed(2)
+    origins, directions = torch.randn(5, 3, generator=g), unit(torch.randn(5, 3, generator=g))
+    reference = loop_steps(*TYPICAL).float()
+    rays, starts, ends = grid.sample(origins, directions)
+    assert rays.dtype == torch.int64 and bool((rays[1:] >= rays[:-1]).all())
+    assert torch.bincount(rays, minlength=5).tolist() == [len(reference) - 1] * 5
+    for ray in range(5):
+        assert torch.allclose(starts[rays == ray], reference[:-1], rtol=1e-6)
+        assert torch.allclose(ends[rays == ray], reference[1:], rtol=1e-6)
+    assert torch.allclose(ends - starts, (starts * TYPICAL[2]).clamp(TYPICAL[3], TYPICAL[4]), rtol=1e-3, atol=1e-6)
+    again = grid.sample(origins, directions, window=7)
+    assert all(torch.equal(a, b) for a, b in zip(again, (rays, starts, ends)))
+    # per-ray clips select the intervals starting in [near, far)
+    near, far = torch.tensor([1.0, 0.0, 5.0, 0.3, 2.0]), torch.tensor([5.0, 0.5, 1e9, 0.2, 2.5])
+    rays, starts, ends = grid.sample(origins, directions, clip=(near, far))
+    for ray in range(5):
+        lo, hi = max(float(near[ray]), 0.05), min(float(far[ray]), 1000.0)
+        inside = (reference[:-1] >= lo) & (reference[:-1] < hi)
+        assert torch.equal(starts[rays == ray], reference[:-1][inside])
+    # jitter: shifted intervals, contiguous, in [near, far)
+    rays, starts, ends = grid.sample(origins, directions, jitter=True, generator=g)
+    for ray in range(5):
+        s, e = starts[rays == ray], ends[rays == ray]
+        assert torch.allclose(s[1:], e[:-1]) and s[0] >= 0.05 and s[-1] < 1000 and len(s) >= len(reference) - 2
+        assert bool((e > s).all())
+    assert not torch.allclose(starts[rays == 0][:50], reference[:50])
+
+
+def solid_sphere_and_sky(points):
+    """An opaque ball of radius 0.5 and an opaque sky 50 to 60 units out. The sky's cells in a 32^3 grid span
+    r = 8 to infinity, and a random point in one falls in the shell with probability 3 to 5 % per update; the
+    sky's opacity (about 200) keeps a cell marked for about 200 updates of decay 0.95, so all are (a sky of
+    density 10 lasts only 100 updates and some 8 % of its cells are unmarked at any time)."""
+    r = points.norm(dim=-1)
+    return torch.where(r < 0.5, 1000.0, 0.0) + torch.where((r > 50) & (r < 60), 1000.0, 0.0)
+
+
+def sphere_entry(origins, directions, radius=0.5):
+    b = (origins * directions).sum(-1)
+    return -b - torch.sqrt(b * b - (origins.square().sum(-1) - radius**2))
+
+
+def test_a_sphere_and_a_sky():
+    grid = ContractedOccupancyGrid(resolution=32, warmup_steps=10**6)
+    g = torch.Generator().manual_seed(3)
+    for step in range(200):
+        grid.update(step, solid_sphere_and_sky, generator=g)
+    n = 64
+    at = unit(torch.randn(n, 3, generator=g)) * 3.0  # cameras 3 units out, looking at the sphere
+    towards = unit(-at + 0.04 * at.norm(dim=-1, keepdim=True) * torch.randn(n, 3, generator=g))
+    away = unit(at)  # and looking out to the sky
+    origins, directions = torch.cat([at, at]), torch.cat([towards, away])
+    rays, starts, ends = grid.sample(origins, directions, solid_sphere_and_sky)
+    mid = (starts + ends) / 2
+    sigma = solid_sphere_and_sky(origins[rays] + mid[:, None] * directions[rays])
+    weights, _ = render_weights(sigma, ends - starts, rays, 2 * n)
+    total = torch.zeros(2 * n).index_add_(0, rays, weights)
+    assert bool((total > 0.99).all())
+    entry = sphere_entry(at, towards)
+    assert bool(torch.isfinite(entry).all())  # every such ray meets the sphere
+    for ray in range(n):
+        heavy = (rays == ray) & (weights > 1e-2)
+        first = heavy.nonzero()[0, 0]
+        assert abs(float(mid[first] - entry[ray])) <= float(ends[first] - starts[first])
+    sky = rays >= n
+    assert float(weights[sky & (mid > 47) & (mid < 58)].sum()) > 0.99 * n  # the shell is 47 .. 57 units away
+    counts = torch.bincount(rays, minlength=2 * n).float()
+    occupied = torch.bincount(grid.sample(origins, directions)[0], minlength=2 * n).float()  # no early stop
+    # 1 sample per ray with early termination (each is opaque); without, about 1200 in occupied cells (of 2213
+    # cone steps): the sky's cells reach from r = 8 to infinity, so all steps past r = 8 in its directions count
+    print(f"samples per ray: sphere {counts[:n].mean():.1f} ({occupied[:n].mean():.0f} occupied), "
+          f"sky {counts[n:].mean():.1f} ({occupied[n:].mean():.0f} occupied)")
+    assert counts.max() < 10 and occupied.max() < 1400
+    empty = ContractedOccupancyGrid(resolution=32)
+    empty.update(0, lambda x: torch.zeros(len(x)))
+    assert len(empty.sample(origins, directions, solid_sphere_and_sky)[0]) == 0
+    assert len(empty.sample(origins, directions)[0]) == 0
+
+
+def test_early_termination_and_alpha_threshold_match_a_front_to_back_loop():
+    grid = ContractedOccupancyGrid(resolution=4, far=30.0)  # all occupied
+
+    def density(points):  # an opaque slab at 1 < x < 1.5, thin fog elsewhere
+        return torch.where((points[:, 0] > 1) & (points[:, 0] < 1.5), 40.0, 0.2)
+
+    origins = torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.5, 0.0], [0.0, 0.0, 0.0], [-3.0, 0.0, 0.0]])
+    directions = unit(torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.1, 0.0], [-1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]))
+    all_rays, all_starts, all_ends = grid.sample(origins, directions)
+    for eps, threshold in ((1e-3, 0.0), (1e-4, 0.01)):
+        rays, starts, ends = grid.sample(origins, directions, density, early_stop_eps=eps,
+                                         alpha_threshold=threshold, window=5)
+        for ray in range(4):
+            s, e = all_starts[all_rays == ray].double(), all_ends[all_rays == ray].double()
+            tau = density(origins[ray].double() + ((s + e) / 2)[:, None] * directions[ray].double()) * (e - s)
+            before = torch.cumsum(tau, 0) - tau
+            keep = (torch.exp(-before) > eps) & (1 - torch.exp(-tau) > threshold)
+            assert torch.allclose(starts[rays == ray].double(), s[keep], rtol=1e-6)
+        kept, every = torch.bincount(rays, minlength=4), torch.bincount(all_rays, minlength=4)
+        assert bool((kept[[0, 1, 3]] < every[[0, 1, 3]] - 300).all())  # the rays that meet the slab stop there
+    # behind the slab: nothing for rays that cross it; the ray pointing away marches through the fog to far
+    assert float(ends[rays == 0].max()) < 1.6 and float(ends[rays == 3].max()) < 4.6
+    assert float(ends[rays == 2].max()) > 29
+
+
+def test_state_dict_round_trip_and_bad_settings():
+    grid = ContractedOccupancyGrid(center=(0.0, 1.0, 0.0), scale=2.0, resolution=16)
+    grid.update(0, solid_sphere_and_sky, generator=torch.Generator().manual_seed(4))
+    other = ContractedOccupancyGrid(scale=2.0, resolution=16)
+    other.load_state_dict(grid.state_dict())
+    assert torch.equal(other.center, grid.center) and torch.equal(other.occupied, grid.occupied)
+    origins, directions = torch.zeros(3, 3), unit(torch.randn(3, 3, generator=torch.Generator().manual_seed(5)))
+    assert all(torch.equal(a, b) for a, b in zip(grid.sample(origins, directions), other.sample(origins, directions)))
+    with pytest.raises(ValueError):
+        ContractedOccupancyGrid(norm="l1")
+    with pytest.raises(ValueError):
+        ContractedOccupancyGrid(scale=0.0)
+    with pytest.raises(ValueError):
+        ContractedOccupancyGrid(near=2.0, far=1.0)
+    for kwargs in ({"window": 0}, {"early_stop_eps": 0.0}, {"alpha_threshold": 1.0}):
+        with pytest.raises(ValueError):
+            grid.sample(origins, directions, **kwargs)

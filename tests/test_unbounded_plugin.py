@@ -1,0 +1,70 @@
+"""The plugin on unbounded scenes: which dataparsers contract space, and a contracted model that learns a sky as
+density beyond the scene box (the constant background colour of a bounded scene cannot be it)."""
+
+import pytest
+
+pytest.importorskip("nerfstudio")
+
+import torch  # noqa: E402
+from nerfstudio.cameras.rays import RayBundle  # noqa: E402
+from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig  # noqa: E402
+from nerfstudio.data.dataparsers.colmap_dataparser import ColmapDataParserConfig  # noqa: E402
+from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig  # noqa: E402
+from nerfstudio.data.scene_box import SceneBox  # noqa: E402
+
+from inr_enc.nerfstudio.methods import InrPipelineConfig, hyb_nerf, inr_fourier, inr_hashgrid  # noqa: E402
+from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
+from inr_enc.nerfstudio.settings import scene_contraction_for  # noqa: E402
+
+SMALL_GRID = {"otype": "HashGrid", "n_levels": 8, "log2_hashmap_size": 14, "base_resolution": 8, "per_level_scale": 1.5}
+
+
+def test_the_dataparser_settles_auto_and_a_setting_overrides_it():
+    assert scene_contraction_for("auto", BlenderDataParserConfig()) == "none"
+    assert scene_contraction_for("auto", NerfstudioDataParserConfig()) == "linf"
+    assert scene_contraction_for("auto", ColmapDataParserConfig()) == "linf"
+    assert scene_contraction_for("l2", BlenderDataParserConfig()) == "l2"
+    assert scene_contraction_for("none", NerfstudioDataParserConfig()) == "none"
+    for method in (inr_hashgrid, hyb_nerf, inr_fourier):
+        assert isinstance(method.config.pipeline, InrPipelineConfig)
+        assert method.config.pipeline.model.scene_contraction == "auto"
+
+
+def _rays(seed, n=128):
+    """Rays from points inside the box [-1, 1]^3, every direction; the target is a sky: blue above the horizon,
+    brown below, a function of the direction alone (content at infinity)."""
+    g = torch.Generator().manual_seed(seed)
+    directions = torch.nn.functional.normalize(torch.randn(n, 3, generator=g), dim=-1)
+    origins = torch.rand(n, 3, generator=g) - 0.5
+    target = torch.where(directions[:, 2:] > 0, torch.tensor([0.3, 0.5, 0.9]), torch.tensor([0.5, 0.35, 0.2]))
+    bundle = RayBundle(origins=origins, directions=directions, pixel_area=torch.full((n, 1), 1e-4),
+                       camera_indices=torch.zeros(n, 1, dtype=torch.long))
+    return bundle, target
+
+
+def test_a_contracted_model_learns_the_sky_as_density_beyond_the_box():
+    torch.manual_seed(0)
+    config = InrNerfModelConfig(scene_contraction="linf", encoding=dict(SMALL_GRID), grid_resolution=16,
+                                grid_update_every=4, background_color="white")
+    model = config.setup(scene_box=SceneBox(torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1)
+    assert model.contraction == "linf" and model.field.contraction == "linf"
+    model.train()
+    optimizer = torch.optim.Adam([p for group in model.get_param_groups().values() for p in group], lr=1e-2, eps=1e-15)
+    callbacks = model.get_training_callbacks(None)
+    for step in range(30):
+        for callback in callbacks:
+            callback.run_callback_at_location(step, callback.where_to_run[0])
+        bundle, target = _rays(step)
+        loss = ((model.get_outputs(bundle)["rgb"] - target) ** 2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    bundle, target = _rays(1000)  # unseen origins and directions
+    with torch.no_grad():
+        outputs = model.get_outputs(bundle)
+    mse = float(((outputs["rgb"] - target) ** 2).mean())
+    assert mse < 0.01, mse  # white background everywhere would be about 0.3
+    assert float(outputs["accumulation"].min()) > 0.98  # the sky is opaque density, not the background colour
+    rays, starts, ends = model.occupancy.sample(bundle.origins, bundle.directions)
+    assert float(ends.max()) > 100  # rays are sampled far beyond the box (cone-angle steps)
