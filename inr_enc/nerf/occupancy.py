@@ -39,6 +39,18 @@ def ray_box_intersection(origins: torch.Tensor, directions: torch.Tensor, box: t
     return near, far
 
 
+def check_sample_arguments(origins: torch.Tensor, directions: torch.Tensor, early_stop_eps: float,
+                           alpha_threshold: float, window: int) -> None:
+    """ValueError unless origins and directions are both [N, 3], 0 < early_stop_eps < 1, 0 <= alpha_threshold < 1
+    and window >= 1 (what every grid's ``sample`` takes)."""
+    if not 0 < early_stop_eps < 1 or not 0 <= alpha_threshold < 1 or window < 1:
+        raise ValueError(f"sample: need 0 < early_stop_eps < 1, 0 <= alpha_threshold < 1, window >= 1; got "
+                         f"{early_stop_eps}, {alpha_threshold}, {window}")
+    if origins.shape != directions.shape or origins.dim() != 2 or origins.shape[-1] != 3:
+        raise ValueError(f"sample: origins and directions must both be [N, 3], got {list(origins.shape)} and "
+                         f"{list(directions.shape)}")
+
+
 def _flat_index(ijk: torch.Tensor, resolution: int) -> torch.Tensor:
     """[..., 3] cell coordinates in [0, resolution) -> [...] flat index, x slowest (the grids' layout)."""
     return (ijk[..., 0] * resolution + ijk[..., 1]) * resolution + ijk[..., 2]
@@ -185,12 +197,7 @@ class OccupancyGrid(nn.Module):
         """
         if step_size <= 0 or not math.isfinite(step_size):
             raise ValueError(f"sample: step_size must be a positive number, got {step_size}")
-        if not 0 < early_stop_eps < 1 or not 0 <= alpha_threshold < 1 or window < 1:
-            raise ValueError(f"sample: need 0 < early_stop_eps < 1, 0 <= alpha_threshold < 1, window >= 1; got "
-                             f"{early_stop_eps}, {alpha_threshold}, {window}")
-        if origins.shape != directions.shape or origins.dim() != 2 or origins.shape[-1] != 3:
-            raise ValueError(f"sample: origins and directions must both be [N, 3], got {list(origins.shape)} and "
-                             f"{list(directions.shape)}")
+        check_sample_arguments(origins, directions, early_stop_eps, alpha_threshold, window)
         n, device = len(origins), origins.device
         near, far = ray_box_intersection(origins, directions, self.bounds)
         if clip is not None:

@@ -17,7 +17,7 @@ import torch
 
 from ..ops.precision import wide_dtype
 from .contraction import NORMS, Norm, contract, uncontract
-from .occupancy import OccupancyGrid, Window, march
+from .occupancy import OccupancyGrid, Window, check_sample_arguments, march
 
 MAX_STEPS = 10**8  # refuse step sequences longer than this (they would not fit in memory anyway)
 
@@ -188,12 +188,7 @@ class ContractedOccupancyGrid(OccupancyGrid):
         1 - exp(-density * (t_end - t_start)) exceeds ``alpha_threshold``, and a ray stops once its transmittance
         falls below early_stop_eps. ``clip``: (near [N], far [N]) per-ray limits within the grid's [near, far].
         """
-        if not 0 < early_stop_eps < 1 or not 0 <= alpha_threshold < 1 or window < 1:
-            raise ValueError(f"sample: need 0 < early_stop_eps < 1, 0 <= alpha_threshold < 1, window >= 1; got "
-                             f"{early_stop_eps}, {alpha_threshold}, {window}")
-        if origins.shape != directions.shape or origins.dim() != 2 or origins.shape[-1] != 3:
-            raise ValueError(f"sample: origins and directions must both be [N, 3], got {list(origins.shape)} and "
-                             f"{list(directions.shape)}")
+        check_sample_arguments(origins, directions, early_stop_eps, alpha_threshold, window)
         n, device, dtype = len(origins), origins.device, origins.dtype
         wide = self.steps().to(device, wide_dtype(device))
         bounds = wide.to(dtype)  # t in the rays' type (float32 keeps a relative 6e-8, steps grow by cone_angle)
