@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from inr_enc.nerf.contraction import contract
+from inr_enc.nerf.occupancy import OccupancyGrid
 from inr_enc.nerf.unbounded import ContractedOccupancyGrid, cone_steps
 from inr_enc.nerf.volume_rendering import render_weights
 
@@ -211,3 +212,15 @@ def test_state_dict_round_trip_and_bad_settings():
     for kwargs in ({"window": 0}, {"early_stop_eps": 0.0}, {"alpha_threshold": 1.0}):
         with pytest.raises(ValueError):
             grid.sample(origins, directions, **kwargs)
+
+
+@pytest.mark.parametrize("grid", [OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), 8), ContractedOccupancyGrid(resolution=8)])
+def test_both_grids_refuse_bad_sample_arguments(grid):
+    rays = torch.zeros(4, 3), torch.tensor([[1.0, 0.0, 0.0]] * 4)
+    step = (0.1,) if type(grid) is OccupancyGrid else ()
+    for kwargs, message in (({"early_stop_eps": 0.0}, "0 < early_stop_eps < 1"), ({"alpha_threshold": 1.0}, "alpha_threshold < 1"),
+                            ({"window": 0}, "window >= 1")):
+        with pytest.raises(ValueError, match=message):
+            grid.sample(*rays, *step, **kwargs)
+    with pytest.raises(ValueError, match=r"must both be \[N, 3\]"):
+        grid.sample(torch.zeros(4, 3), torch.zeros(4, 2), *step)
