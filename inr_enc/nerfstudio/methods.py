@@ -22,6 +22,7 @@ from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.pipelines.dynamic_batch import DynamicBatchPipelineConfig
 from nerfstudio.plugins.types import MethodSpecification
+from nerfstudio.utils.rich_utils import CONSOLE
 
 from .model import HASHGRID, InrNerfModelConfig
 from .optimizers import LazyAdamOptimizerConfig, LogLinearDecaySchedulerConfig
@@ -41,12 +42,14 @@ NERF_NETWORK = {"otype": "MLP", "activation": "ReLU", "n_neurons": 128, "n_hidde
 class InrPipelineConfig(DynamicBatchPipelineConfig):
     """Instant-NGP's batches (rays per batch follow a sample budget). When the pipeline is built (ns-train, ns-eval,
     ns-render), the model's ``scene_contraction`` "auto" is settled from the dataparser in use (settings.py
-    ``scene_contraction_for``), so config.yml keeps "auto" and every command settles it the same way."""
+    ``scene_contraction_for``), so config.yml keeps "auto" and every command settles it the same way; the log
+    says which mode runs."""
 
     def setup(self, **kwargs: Any) -> Any:
         if isinstance(self.model, InrNerfModelConfig):
-            self.model.scene_contraction = scene_contraction_for(self.model.scene_contraction,
-                                                                 self.datamanager.dataparser)
+            mode = scene_contraction_for(self.model.scene_contraction, self.datamanager.dataparser)
+            self.model.scene_contraction = mode
+            CONSOLE.log(f"inr_enc: {'a bounded scene (the scene box)' if mode == 'none' else f'an unbounded scene ({mode} contraction beyond the scene box)'}")
         return super().setup(**kwargs)
 
 

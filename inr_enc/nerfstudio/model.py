@@ -22,7 +22,6 @@ from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.model_components import renderers
 from nerfstudio.models.base_model import Model, ModelConfig
 from nerfstudio.utils import colormaps
-from nerfstudio.utils.rich_utils import CONSOLE
 from torch import nn
 from torch.profiler import record_function
 
@@ -139,7 +138,6 @@ class InrNerfModel(Model):
             self.occupancy = ContractedOccupancyGrid(centre, float(scale), cfg.grid_resolution, self.contraction,
                                                      cfg.occupancy_threshold, warmup_steps=cfg.grid_warmup_steps,
                                                      min_step=self.step_size)
-        CONSOLE.log(f"inr_enc: {'bounded scene (the scene box)' if self.contraction is None else f'unbounded scene ({self.contraction} contraction beyond the scene box)'}")
         self.register_buffer("background", torch.full((3,), 1.0 if cfg.background_color == "white" else 0.0))
         self.extra_metrics = {"lpips": lpips_if_weights_on_disk()}  # a plain dict: not part of the state dict
 
