@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 import pycolmap
+from scene_files import staged_folder
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -144,8 +145,7 @@ def main() -> None:
         meta = camera_params(cams[0])
         meta.update(frames=frames, applied_transform=applied.tolist(), ply_file_path="sparse_pc.ply")
 
-        staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", dir=os.path.dirname(out))
-        try:
+        with staged_folder(out) as staging:  # an interrupted run leaves `out` as it was
             with open(os.path.join(staging, "transforms.json"), "w") as f:
                 json.dump(meta, f, indent=2)
             with open(os.path.join(staging, "sparse_pc.ply"), "w") as f:
@@ -160,15 +160,6 @@ def main() -> None:
             for sub in ("images", "images_2"):
                 if os.path.isdir(os.path.join(src, sub)):
                     os.symlink(os.path.relpath(os.path.join(src, sub), out), os.path.join(staging, sub))
-            if os.path.exists(out):
-                old = staging + ".old"
-                os.replace(out, old)
-                os.replace(staging, out)
-                shutil.rmtree(old)
-            else:
-                os.replace(staging, out)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
         missing = [n for n in names if n not in centres]
         print(f"colmap_unbounded: wrote {out}: {len(frames)} of {len(names)} views registered;"
               f" not registered: {missing or 'none'}", flush=True)

@@ -27,16 +27,17 @@ import argparse
 import json
 import math
 import os
-import shutil
 import random
 import struct
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 
 import bpy
 from mathutils import Matrix, Vector
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `blender --python` leaves the script's folder out
+from scene_files import staged_folder  # noqa: E402
 
 GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))
 MIN_ELEV, MAX_ELEV, TEST_ELEV = math.radians(5.0), math.radians(80.0), math.radians(30.0)
@@ -245,21 +246,9 @@ def main() -> None:
     assert max(map(abs, (*lo, *hi))) <= 1.0, "scene must fit in [-1, 1]^3"
     cam = setup_render(args)
     t0 = time.perf_counter()
-    # Render into a sibling folder and swap it in at the end: an interrupted run leaves `out` as it was.
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", dir=os.path.dirname(out))
-    try:
+    with staged_folder(out) as staging:  # an interrupted run leaves `out` as it was
         for split, n in (("train", args.train), ("val", args.val), ("test", args.test)):
             render_split(split, n, cam, args, staging)
-        if os.path.exists(out):
-            old = staging + ".old"
-            os.replace(out, old)
-            os.replace(staging, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(staging, out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     print(f"render_blender: wrote {out} in {time.perf_counter() - t0:.1f}s", flush=True)
 
 

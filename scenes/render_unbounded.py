@@ -44,6 +44,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix, Vector
 from PIL import Image
+from scene_files import staged_folder
 
 CENTRE = Vector((0.0, 0.0, 0.45))  # the orbit's look-at point (the middle of the near objects)
 RADIUS, HEIGHT = 3.6, 1.6  # camera orbit radius (xy) and height above the ground
@@ -317,40 +318,30 @@ def main() -> None:
     poses = orbit(args.views, rng)
     fl = LENS_MM / SENSOR_MM * args.width  # sensor_fit HORIZONTAL: the sensor width spans the image width
     t0 = time.perf_counter()
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    # Render into a sibling folder and swap it in at the end: an interrupted run leaves `out` as it was.
-    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.", dir=os.path.dirname(out))
     pngdir = args.keep_png or tempfile.mkdtemp(prefix="render_unbounded_png.")
     try:
-        for sub in ("images", "images_2"):
-            os.makedirs(os.path.join(staging, sub))
-        os.makedirs(pngdir, exist_ok=True)
-        frames = []
-        for i, c2w in enumerate(poses):
-            name = f"frame_{i + 1:05d}"
-            cam.matrix_world = c2w
-            bpy.context.view_layer.update()
-            bpy.context.scene.render.filepath = os.path.join(pngdir, name + ".png")
-            t1 = time.perf_counter()
-            bpy.ops.render.render(write_still=True)
-            write_jpeg(os.path.join(pngdir, name + ".png"), os.path.join(staging, "images", name + ".jpg"),
-                       os.path.join(staging, "images_2", name + ".jpg"), args.quality)
-            print(f"render_unbounded: {name} {time.perf_counter() - t1:.2f}s", flush=True)
-            frames.append({"file_path": f"images/{name}.jpg",
-                           "transform_matrix": [[round(v, 8) for v in row] for row in c2w]})
-        meta = {"camera_model": "OPENCV", "fl_x": fl, "fl_y": fl, "cx": args.width / 2, "cy": args.height / 2,
-                "w": args.width, "h": args.height, "k1": 0.0, "k2": 0.0, "p1": 0.0, "p2": 0.0, "frames": frames}
-        with open(os.path.join(staging, "transforms.json"), "w") as f:
-            json.dump(meta, f, indent=2)
-        if os.path.exists(out):
-            old = staging + ".old"
-            os.replace(out, old)
-            os.replace(staging, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(staging, out)
+        with staged_folder(out) as staging:  # an interrupted run leaves `out` as it was
+            for sub in ("images", "images_2"):
+                os.makedirs(os.path.join(staging, sub))
+            os.makedirs(pngdir, exist_ok=True)
+            frames = []
+            for i, c2w in enumerate(poses):
+                name = f"frame_{i + 1:05d}"
+                cam.matrix_world = c2w
+                bpy.context.view_layer.update()
+                bpy.context.scene.render.filepath = os.path.join(pngdir, name + ".png")
+                t1 = time.perf_counter()
+                bpy.ops.render.render(write_still=True)
+                write_jpeg(os.path.join(pngdir, name + ".png"), os.path.join(staging, "images", name + ".jpg"),
+                           os.path.join(staging, "images_2", name + ".jpg"), args.quality)
+                print(f"render_unbounded: {name} {time.perf_counter() - t1:.2f}s", flush=True)
+                frames.append({"file_path": f"images/{name}.jpg",
+                               "transform_matrix": [[round(v, 8) for v in row] for row in c2w]})
+            meta = {"camera_model": "OPENCV", "fl_x": fl, "fl_y": fl, "cx": args.width / 2, "cy": args.height / 2,
+                    "w": args.width, "h": args.height, "k1": 0.0, "k2": 0.0, "p1": 0.0, "p2": 0.0, "frames": frames}
+            with open(os.path.join(staging, "transforms.json"), "w") as f:
+                json.dump(meta, f, indent=2)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
         if not args.keep_png:
             shutil.rmtree(pngdir, ignore_errors=True)
     print(f"render_unbounded: wrote {out} ({args.views} views) in {time.perf_counter() - t0:.1f}s", flush=True)
