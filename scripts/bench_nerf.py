@@ -1,6 +1,7 @@
 """Fixed wall-clock benchmark of a nerfstudio method on CPU (numbers for docs/nerf.md).
 
-Measures: METHOD, configured as ns-train configures it (blender-data parser, CPU, tensorboard,
+Measures: METHOD, configured as ns-train configures it (blender-data parser, or nerfstudio-data for a folder
+with a transforms.json: images downscaled 2x, every 8th view held out; CPU, tensorboard,
 no evaluation during training), trains in-process until its training loop has used --budget
 seconds (timed from the start of the first iteration, so data-worker start-up is included);
 the final checkpoint is then evaluated on every test view as ns-eval does. Reported: iterations,
@@ -53,7 +54,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     split = argv.index("--") if "--" in argv else len(argv)
     parser = OneLineErrorParser(description="Train a nerfstudio method on CPU for a fixed wall-clock budget.")
     parser.add_argument("method", help="registered ns-train method, e.g. nerfacto")
-    parser.add_argument("--data", type=Path, required=True, help="blender-format scene folder")
+    parser.add_argument("--data", type=Path, required=True, help="scene folder (blender-data or nerfstudio-data)")
     parser.add_argument("--budget", type=float, required=True, help="training-loop seconds")
     parser.add_argument("--out", type=Path, required=True, help="output root")
     parser.add_argument("--rays-per-batch", type=int, help="training rays per batch (default: the method's)")
@@ -62,10 +63,22 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         fail(f"--budget must be a positive number of seconds, got {args.budget}")
     if args.rays_per_batch is not None and args.rays_per_batch <= 0:
         fail(f"--rays-per-batch must be positive, got {args.rays_per_batch}")
-    for name in ("transforms_train.json", "transforms_test.json"):
-        if not (args.data / name).is_file():
-            fail(f"--data {args.data} has no {name} (expected a blender-format scene)")
+    if dataparser_args(args.data) is None:
+        fail(f"--data {args.data} has neither transforms.json (nerfstudio-data) nor transforms_train.json and "
+             "transforms_test.json (blender-data)")
     return args, argv[split + 1 :]
+
+
+def dataparser_args(data: Path) -> list[str] | None:
+    """ns-train's dataparser arguments for a scene folder: nerfstudio-data (a capture as ns-process-data writes it,
+    images downscaled 2x, every 8th view held out) where it has a transforms.json, else blender-data; None when
+    it is neither."""
+    if (data / "transforms.json").is_file():
+        return ["nerfstudio-data", "--data", str(data), "--downscale-factor", "2", "--eval-mode", "interval",
+                "--eval-interval", "8"]
+    if all((data / name).is_file() for name in ("transforms_train.json", "transforms_test.json")):
+        return ["blender-data", "--data", str(data)]
+    return None
 
 
 class NaNLPIPS(torch.nn.Module):
@@ -150,7 +163,7 @@ def build_config(args: argparse.Namespace, extra: list[str]) -> Any:
         cli += ["--pipeline.model.implementation", "torch"]  # nerfacto & co.: no tiny-cuda-nn on CPU
     if args.rays_per_batch is not None:
         cli += ["--pipeline.datamanager.train-num-rays-per-batch", str(args.rays_per_batch)]
-    cli += [*extra, "blender-data", "--data", str(args.data)]  # on repeats, the user's value wins
+    cli += [*extra, *(dataparser_args(args.data) or [])]  # on repeats, the user's value wins
     captured = io.StringIO()
     try:
         with contextlib.redirect_stderr(captured), contextlib.redirect_stdout(captured), \

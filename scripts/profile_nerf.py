@@ -1,6 +1,7 @@
 """Where a training step and a rendered image of our ns-train methods spend their time (docs/nerf.md).
 
-Builds the method's pipeline as ns-train does (Blender data parser, CPU), trains ``--steps`` steps with the
+Builds the method's pipeline as ns-train does (Blender data parser, or nerfstudio-data with every 8th view held out
+for a folder with a transforms.json; CPU), trains ``--steps`` steps with the
 method's optimizers and callbacks, then profiles ``--profile-steps`` more: callbacks (occupancy-grid update), the
 forward split into its stages (sampling: marching with the density-only pass; field; compositing; labelled with
 torch.profiler.record_function in the model), backward and optimizer step. Then renders the first test view and
@@ -34,6 +35,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("data/scenes/primitives"))
     parser.add_argument("--steps", type=int, default=300, help="training steps before profiling")
     parser.add_argument("--profile-steps", type=int, default=20)
+    parser.add_argument("--downscale-factor", type=int, default=2, help="nerfstudio-data folders: image downscale")
     parser.add_argument("--ops", type=int, default=0, help="also list the N costliest torch ops of the render")
     args = parser.parse_args()
 
@@ -46,6 +48,10 @@ def main() -> None:
         print(f"profile_nerf: unknown method {args.method!r}", file=sys.stderr)
         sys.exit(2)
     config = methods[args.method]
+    if (args.data / "transforms.json").exists():  # a real capture (ns-process-data's layout): unbounded
+        from nerfstudio.data.dataparsers.nerfstudio_dataparser import NerfstudioDataParserConfig
+        config.pipeline.datamanager.dataparser = NerfstudioDataParserConfig(
+            downscale_factor=args.downscale_factor, eval_mode="interval", eval_interval=8)
     config.pipeline.datamanager.data = args.data
     config.machine.device_type = "cpu"
     pipeline = config.pipeline.setup(device="cpu", test_mode="test")

@@ -12,13 +12,16 @@ from inr_enc.nerf.volume_rendering import render_weights
 
 TYPICAL = (0.05, 1000.0, 1 / 256, math.sqrt(3) / 1024, 1e10)  # 2214 boundaries: 2213 steps from 0.05 to 1000
 # (227 of min_step up to t = 0.443, then 1986 growing by 1/256 each)
+DISPARITY = (*TYPICAL, math.sqrt(3) / 1024)  # the grid's default: 913 boundaries (the last 1 / (d t) from t = 2.3)
 
 
-def loop_steps(near, far, cone_angle, min_step, max_step):
-    """The recursion, one step at a time (the reference)."""
+def loop_steps(near, far, cone_angle, min_step, max_step, disparity_step=0.0):
+    """The recursion, one step at a time, with the disparity step written as 1 / t falling by d (the reference)."""
     t = [near]
     while t[-1] < far:
-        t.append(t[-1] + min(max(t[-1] * cone_angle, min_step), max_step))
+        x = t[-1]
+        disparity = 0.0 if x == 0 else math.inf if disparity_step * x >= 1 else 1 / (1 / x - disparity_step) - x
+        t.append(min(x + min(max(x * cone_angle, min_step, disparity), max_step), far))
     return torch.tensor(t, dtype=torch.float64)
 
 
@@ -35,24 +38,40 @@ def unit(v):
     return torch.nn.functional.normalize(v, dim=-1)
 
 
-@pytest.mark.parametrize("settings", [TYPICAL, (0.0, 10.305, 0.0, 0.01, 0.01), (0.1, 500.0, 1 / 128, 0.01, 1.0),
-                                      (0.3, 40.7, 0.1, 0.05, 2.0), (2.0, 3.0, 0.5, 1e-3, 0.3)])
+@pytest.mark.parametrize("settings", [TYPICAL, DISPARITY, (0.0, 10.305, 0.0, 0.01, 0.01), (0.1, 500.0, 1 / 128, 0.01, 1.0),
+                                      (0.3, 40.7, 0.1, 0.05, 2.0), (2.0, 3.0, 0.5, 1e-3, 0.3),
+                                      (0.1, 500.0, 1 / 128, 0.01, 1.0, 0.01), (0.3, 40.7, 0.1, 0.05, 2.0, 0.3),
+                                      (0.0, 100.0, 0.0, 0.01, 5.0, 0.02), (0.5, 1e4, 0.01, 1e-3, 1e10, 1e-5)])
 def test_cone_steps_follow_the_recursion(settings):
-    near, far, cone, lo, hi = settings
+    near, far, cone, lo, hi = settings[:5]
     t, expected = cone_steps(*settings), loop_steps(*settings)
     assert t.dtype == torch.float64 and t.dim() == 1 and len(t) == len(expected)
     assert torch.allclose(t, expected, rtol=1e-10, atol=1e-12)
-    assert t[0] == near and t[-2] < far <= t[-1] and bool((t[1:] > t[:-1]).all())
-    steps = t[1:] - t[:-1]
-    assert torch.allclose(steps, (t[:-1] * cone).clamp(lo, hi), rtol=1e-8)
-    if settings == TYPICAL:
-        assert len(t) == 2214
+    assert t[0] == near and t[-2] < far == t[-1] and bool((t[1:] > t[:-1]).all())
+    steps = t[1:-1] - t[:-2]  # the last step ends at far
+    if len(settings) == 5:
+        assert torch.allclose(steps, (t[:-2] * cone).clamp(lo, hi), rtol=1e-8)
+    else:  # uniform in disparity where that step is the largest (and below max_step)
+        d = settings[5]
+        disparity = torch.where(d * t[:-2] < 1, t[:-2] ** 2 * d / (1 - d * t[:-2]), math.inf)
+        rule = (disparity > (t[:-2] * cone).clamp_min(lo)) & (disparity <= hi)
+        assert torch.allclose((1 / t[:-2] - 1 / t[1:-1])[rule], torch.tensor(d, dtype=torch.float64), rtol=1e-8)
+    expected_lengths = {TYPICAL: 2214, DISPARITY: 913}
+    if settings in expected_lengths:
+        assert len(t) == expected_lengths[settings]
+
+
+def test_disparity_steps_reach_infinity_in_about_one_over_d_t_steps():
+    """From t = 1 with d = 0.01, 1 / t falls by d per step: 100 steps to infinity, so to far = 1e6 in 100."""
+    t = cone_steps(1.0, 1e6, 0.0, 1e-6, 1e10, 0.01)
+    assert len(t) == 101 and t[-1] == 1e6 and torch.allclose(1 / t[:-1], 1 - 0.01 * torch.arange(100.0, dtype=t.dtype))
 
 
 def test_cone_steps_reject_bad_settings():
     for bad in [(1.0, 1.0, 0.0, 0.1, 0.1), (-1.0, 1.0, 0.0, 0.1, 0.1), (0.0, 1.0, -0.1, 0.1, 0.1),
                 (0.0, 1.0, 0.0, 0.0, 0.1), (0.0, 1.0, 0.0, 0.2, 0.1), (0.0, math.inf, 0.0, 0.1, 0.1),
-                (0.0, 1e12, 0.0, 1e-3, 1e-3)]:  # the last: 1e15 steps
+                (0.0, 1e12, 0.0, 1e-3, 1e-3), (0.0, 1.0, 0.0, 0.1, 0.1, -0.1), (0.0, 1.0, 0.0, 0.1, 0.1, math.nan)
+                ]:  # (0, 1e12, ...): 1e15 steps
         with pytest.raises(ValueError):
             cone_steps(*bad)
 
@@ -93,14 +112,14 @@ def test_all_occupied_grid_gives_the_cone_steps_intervals():
     grid = ContractedOccupancyGrid(resolution=8)  # all occupied before any update
     g = torch.Generator().manual_seed(2)
     origins, directions = torch.randn(5, 3, generator=g), unit(torch.randn(5, 3, generator=g))
-    reference = loop_steps(*TYPICAL).float()
+    reference = loop_steps(*DISPARITY).float()
     rays, starts, ends = grid.sample(origins, directions)
     assert rays.dtype == torch.int64 and bool((rays[1:] >= rays[:-1]).all())
     assert torch.bincount(rays, minlength=5).tolist() == [len(reference) - 1] * 5
     for ray in range(5):
         assert torch.allclose(starts[rays == ray], reference[:-1], rtol=1e-6)
         assert torch.allclose(ends[rays == ray], reference[1:], rtol=1e-6)
-    assert torch.allclose(ends - starts, (starts * TYPICAL[2]).clamp(TYPICAL[3], TYPICAL[4]), rtol=1e-3, atol=1e-6)
+    assert torch.allclose(ends - starts, (reference[1:] - reference[:-1]).repeat(5), rtol=1e-3, atol=1e-6)
     again = grid.sample(origins, directions, window=7)
     assert all(torch.equal(a, b) for a, b in zip(again, (rays, starts, ends)))
     # per-ray clips select the intervals starting in [near, far)
@@ -189,7 +208,7 @@ def test_early_termination_and_alpha_threshold_match_a_front_to_back_loop():
             keep = (torch.exp(-before) > eps) & (1 - torch.exp(-tau) > threshold)
             assert torch.allclose(starts[rays == ray].double(), s[keep], rtol=1e-6)
         kept, every = torch.bincount(rays, minlength=4), torch.bincount(all_rays, minlength=4)
-        assert bool((kept[[0, 1, 3]] < every[[0, 1, 3]] - 300).all())  # the rays that meet the slab stop there
+        assert bool((kept[[0, 1, 3]] < every[[0, 1, 3]] - 100).all())  # the rays that meet the slab stop there
     # behind the slab: nothing for rays that cross it; the ray pointing away marches through the fog to far
     assert float(ends[rays == 0].max()) < 1.6 and float(ends[rays == 3].max()) < 4.6
     assert float(ends[rays == 2].max()) > 29

@@ -19,6 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..ops.precision import wide_dtype
+from ..ops.ranks import max_over_ranks
 from .volume_rendering import optical_depth_before
 
 CHUNK = 1 << 18  # points per density evaluation during an update
@@ -86,7 +87,11 @@ class OccupancyGrid(nn.Module):
     @torch.no_grad()
     def update(self, step: int, opacity_fn: Callable[[torch.Tensor], torch.Tensor],
                generator: torch.Generator | None = None) -> None:
-        """Refresh the grid; opacity_fn: world points [P, 3] -> opacity [P] or [P, 1] (density * step size)."""
+        """Refresh the grid; opacity_fn: world points [P, 3] -> opacity [P] or [P, 1] (density * step size).
+
+        In a torch.distributed group of several ranks (DDP training) every rank must call this at the same steps
+        (the training callbacks do): each draws its own cells and points, and the per-cell maxima are reduced
+        over the ranks, so all of them hold the same grid, which reflects every rank's draws."""
         n, device = self.resolution**3, self.opacity.device
         if step < self.warmup_steps:
             cells = torch.arange(n, device=device)
@@ -100,6 +105,7 @@ class OccupancyGrid(nn.Module):
         points = self._cell_points(cells, jitter)
         values = torch.cat([opacity_fn(points[i:i + CHUNK]).reshape(-1) for i in range(0, len(points), CHUNK)])
         self.opacity.mul_(self.decay).scatter_reduce_(0, cells, values.to(self.opacity.dtype), "amax")
+        max_over_ranks(self.opacity)
         self.occupied.copy_(self.opacity > min(self.threshold, float(self.opacity.mean())))
         self._update_bounds()
 

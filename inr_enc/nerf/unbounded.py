@@ -36,37 +36,68 @@ def _count(span: float, step: float) -> int:
     return max(n, 2)
 
 
-def cone_steps(near: float, far: float, cone_angle: float, min_step: float, max_step: float) -> torch.Tensor:
-    """The boundaries t_0 = near < t_1 < ... < t_K, t_{k+1} = t_k + clamp(t_k * cone_angle, min_step, max_step),
-    up to the first t_K >= far: a float64 tensor [K + 1] (on the CPU).
+def disparity_steps(t: torch.Tensor, disparity_step: float) -> torch.Tensor:
+    """t [...] >= 0 -> [...], the step after t where 1 / t falls by ``disparity_step`` = d (uniform in disparity,
+    mip-NeRF 360's spacing): t^2 d / (1 - d t); infinite from t = 1 / d on (zero for d = 0)."""
+    d = disparity_step
+    return torch.where(d * t < 1, t * t * d / (1 - d * t).clamp_min(1e-30), math.inf)
 
-    Computed by phases, not by a loop: steps of min_step while t * cone_angle < min_step, then the geometric
-    stretch t_{k+1} = t_k (1 + cone_angle) while t * cone_angle <= max_step, then steps of max_step.
+
+def _disparity_step(t: float, disparity_step: float) -> float:
+    return float(disparity_steps(torch.tensor(t, dtype=torch.float64), disparity_step))
+
+
+def cone_steps(near: float, far: float, cone_angle: float, min_step: float, max_step: float,
+               disparity_step: float = 0.0) -> torch.Tensor:
+    """The boundaries t_0 = near < t_1 < ... < t_K = far, t_{k+1} = min(t_k + step(t_k), far) with
+    step(t) = min(max(min_step, t * cone_angle, t^2 d / (1 - d t)), max_step), d = ``disparity_step``: a float64
+    tensor [K + 1] (on the CPU).
+
+    Near the start the steps are Instant-NGP's cone-angle steps (min_step, then growing by cone_angle); with d > 0
+    they become uniform in disparity, 1 / t_{k+1} = 1 / t_k - d, once that is the larger step (mip-NeRF 360's
+    spacing, which is uniform in its contracted space far away), and reach far (or infinity) in about
+    1 / (d t) steps from t. Computed by phases, not by a loop: steps of min_step, the geometric stretch
+    t_{k+1} = t_k (1 + cone_angle), the disparity stretch, then steps of max_step; each phase ends where the
+    next one's step is the larger (the three are increasing in t, so the order is fixed).
     """
-    values = (near, far, cone_angle, min_step, max_step)
-    if not all(math.isfinite(v) for v in values) or not (0 <= near < far and cone_angle >= 0
+    values = (near, far, cone_angle, min_step, max_step, disparity_step)
+    if not all(math.isfinite(v) for v in values) or not (0 <= near < far and cone_angle >= 0 and disparity_step >= 0
                                                          and 0 < min_step <= max_step):
-        raise ValueError(f"cone_steps: need finite 0 <= near < far, cone_angle >= 0, 0 < min_step <= max_step; got "
-                         f"near={near}, far={far}, cone_angle={cone_angle}, min_step={min_step}, max_step={max_step}")
-    f64 = torch.float64
+        raise ValueError(f"cone_steps: need finite 0 <= near < far, cone_angle >= 0, disparity_step >= 0, "
+                         f"0 < min_step <= max_step; got near={near}, far={far}, cone_angle={cone_angle}, "
+                         f"min_step={min_step}, max_step={max_step}, disparity_step={disparity_step}")
+    f64, d = torch.float64, disparity_step
     parts, t = [torch.tensor([near], dtype=f64)], near
-    if t * cone_angle < min_step:  # fixed steps of min_step
-        end = far if cone_angle == 0 else min(far, min_step / cone_angle)
-        ts = near + torch.arange(1, _count(end - near, min_step) + 1, dtype=f64) * min_step
-        stop = _first((ts * cone_angle >= min_step) | (ts >= far))
+
+    def disparity(ts: torch.Tensor) -> torch.Tensor:
+        return disparity_steps(ts, d)
+
+    def phase(ts: torch.Tensor, over: torch.Tensor) -> float:
+        """Keep ts up to the first one where ``over`` (the next phase takes over) or ts >= far; -> that t."""
+        stop = _first(over | (ts >= far))
         parts.append(ts[:stop + 1])
-        t = float(ts[stop])
-    if t < far and t * cone_angle <= max_step:  # geometric: step = t * cone_angle (here cone_angle > 0)
+        return float(ts[stop])
+
+    if min_step >= max(t * cone_angle, _disparity_step(t, d)):  # fixed steps of min_step
+        end = min(far, min_step / cone_angle if cone_angle > 0 else far)
+        if d > 0:  # where t^2 d / (1 - d t) = min_step
+            end = min(end, (math.sqrt((min_step * d) ** 2 + 4 * d * min_step) - min_step * d) / (2 * d))
+        ts = near + torch.arange(1, _count(end - near, min_step) + 1, dtype=f64) * min_step
+        t = phase(ts, (ts * cone_angle >= min_step) | (disparity(ts) >= min_step))
+    if t < far and t * cone_angle >= _disparity_step(t, d) and t * cone_angle <= max_step:  # geometric
         growth = math.log1p(cone_angle)
         n = _count(math.log(min(far, max_step / cone_angle) / t), growth)
         ts = t * torch.exp(torch.arange(1, n + 1, dtype=f64) * growth)
-        stop = _first((ts * cone_angle > max_step) | (ts >= far))
-        parts.append(ts[:stop + 1])
-        t = float(ts[stop])
+        t = phase(ts, (ts * cone_angle > max_step) | (disparity(ts) > ts * cone_angle))
+    if t < far and d > 0 and _disparity_step(t, d) <= max_step:  # uniform in disparity, up to far or infinity
+        s = 1 / t - d * torch.arange(1, _count(1 / t - 1 / far, d) + 1, dtype=f64)
+        ts = torch.where(s > 1 / far, 1 / s.clamp_min(1e-300), math.inf)
+        t = phase(ts, disparity(ts) > max_step)
     if t < far:  # fixed steps of max_step
         ts = t + torch.arange(1, _count(far - t, max_step) + 1, dtype=f64) * max_step
         parts.append(ts[:_first(ts >= far) + 1])
-    return torch.cat(parts)
+    steps = torch.cat(parts)
+    return steps.clamp_max_(far)
 
 
 class ContractedOccupancyGrid(OccupancyGrid):
@@ -79,13 +110,17 @@ class ContractedOccupancyGrid(OccupancyGrid):
 
     Rays are sampled on the :func:`cone_steps` boundaries from ``near`` to ``far`` (t in world units along unit
     directions; defaults 0.05 scale and 1e3 scale); ``min_step`` defaults to sqrt(3) / 1024 scale (Instant-NGP's
-    1024 steps across a unit cube's diagonal), ``cone_angle`` to 1/256 and ``max_step`` to no limit (1e10).
+    1024 steps across a unit cube's diagonal), ``cone_angle`` to 1/256, ``max_step`` to no limit (1e10) and
+    ``disparity_step`` to min_step / scale^2: far out, a step then spans about min_step / scale of contracted space,
+    as min_step does inside the box (contraction maps distance r to 2 - scale / r), so about scale / min_step
+    steps reach from the box to infinity (cone-angle steps would take 1 / cone_angle per factor e of distance).
     """
 
     def __init__(self, center: torch.Tensor | tuple[float, float, float] = (0.0, 0.0, 0.0), scale: float = 1.0,
                  resolution: int = 128, norm: Norm = "linf", threshold: float = 0.01, decay: float = 0.95,
                  warmup_steps: int = 256, cone_angle: float = 1 / 256, min_step: float | None = None,
-                 max_step: float = 1e10, near: float | None = None, far: float | None = None) -> None:
+                 max_step: float = 1e10, near: float | None = None, far: float | None = None,
+                 disparity_step: float | None = None) -> None:
         if norm not in NORMS:
             raise ValueError(f"ContractedOccupancyGrid: norm must be one of {', '.join(NORMS)}, got {norm!r}")
         if not (math.isfinite(scale) and scale > 0):
@@ -98,23 +133,25 @@ class ContractedOccupancyGrid(OccupancyGrid):
         self.min_step = math.sqrt(3) / 1024 * scale if min_step is None else float(min_step)
         self.near = 0.05 * scale if near is None else float(near)
         self.far = 1e3 * scale if far is None else float(far)
-        cone_steps(self.near, self.far, self.cone_angle, self.min_step, self.max_step)  # checks the settings
+        self.disparity_step = self.min_step / scale**2 if disparity_step is None else float(disparity_step)
+        self.steps()  # checks the settings
 
     def steps(self) -> torch.Tensor:
-        """The shared boundaries: :func:`cone_steps` over [near, far] plus one boundary beyond (float64)."""
-        t = cone_steps(self.near, self.far, self.cone_angle, self.min_step, self.max_step)
-        last = float(t[-1])
-        beyond = last + min(max(last * self.cone_angle, self.min_step), self.max_step)
-        return torch.cat([t, t.new_tensor([beyond])])
+        """The shared boundaries: :func:`cone_steps` over [near, far], then one more step of the last length
+        (which only ends a jittered ray's last interval; float64)."""
+        t = cone_steps(self.near, self.far, self.cone_angle, self.min_step, self.max_step, self.disparity_step)
+        return torch.cat([t, 2 * t[-1:] - t[-2:-1]])
 
     def to_grid(self, points: torch.Tensor) -> torch.Tensor:
         """points: [..., 3] world -> [..., 3] contracted points (norm < 2)."""
         return contract((points - self.center) / self.scale, self.norm)
 
     def step_size_at(self, points: torch.Tensor) -> torch.Tensor:
-        """points: [P, 3] world -> [P], the step a ray takes there, with the distance from ``center`` for t."""
-        distance = (points - self.center).norm(dim=-1)
-        return (distance * self.cone_angle).clamp(self.min_step, self.max_step)
+        """points: [P, 3] world -> [P], the step a ray takes there (:func:`cone_steps`' rule, with the distance
+        from ``center`` for t), at most ``far`` (the last interval ends there)."""
+        t = (points - self.center).norm(dim=-1)
+        step = torch.maximum((t * self.cone_angle).clamp_min(self.min_step), disparity_steps(t, self.disparity_step))
+        return step.clamp_max(min(self.max_step, self.far))
 
     def _cell_points(self, cells: torch.Tensor, jitter: torch.Tensor) -> torch.Tensor:
         y = -2 + (self.cell_coordinates(cells) + jitter) / self.resolution * 4

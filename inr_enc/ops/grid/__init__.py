@@ -14,6 +14,7 @@ from typing import Callable, Iterable
 
 import torch
 
+from ..ranks import several_ranks
 from .layout import GRID_TYPES, HASH_PRIMES, INTERPOLATIONS, UINT32_MASK, GridLevel, default_per_level_scale, grid_levels
 from .reference import GridLevels, torch_grid_encoding
 
@@ -42,8 +43,12 @@ def kernel_unavailable_reason(kernel: str, x: torch.Tensor, tables: Iterable[tor
 def sparse_accumulator(owner: torch.nn.Module, params: torch.Tensor) -> Callable[[], torch.Tensor] | None:
     """None unless ``owner.sparse_gradients`` is on and ``params`` is being trained; else a function giving the
     zero workspace (like ``params``) that sparse table gradients accumulate in, made at its first call (only a
-    backward that goes sparse needs it) and kept on ``owner``."""
-    if not (owner.sparse_gradients and params.requires_grad and torch.is_grad_enabled()):
+    backward that goes sparse needs it) and kept on ``owner``.
+
+    Also None in a torch.distributed group of several ranks: DistributedDataParallel's reducer copies each
+    gradient into a dense bucket and takes sparse ones only for ``nn.Embedding(sparse=True)``, and then always
+    (it fails with "Cannot access storage of SparseTensorImpl"); the tables get dense gradients there."""
+    if not (owner.sparse_gradients and params.requires_grad and torch.is_grad_enabled()) or several_ranks():
         return None
 
     def workspace() -> torch.Tensor:
