@@ -124,6 +124,9 @@ BAD_SETTINGS = [  # model flags (as ns-train's, less "--pipeline.model.") -> the
     (["--direction-encoding.degree", "12"], "direction_encoding: SphericalHarmonics: 'degree' must be in [1, 8], got 12"),
     (["--color-network.activation", "Foo"], "color_network: 'activation' must be one of "),
     (["--geo-feat-dim", "-1"], "InrNerfModelConfig: need geo_feat_dim >= 0"),
+    (["--appearance-embedding-dim", "-1"], "InrNerfModelConfig: need appearance_embedding_dim >= 0"),
+    (["--camera-optimizer.trans-l2-penalty", "-0.1"], "InrNerfModelConfig: need camera_optimizer.trans_l2_penalty >= 0"),
+    (["--camera-optimizer.rot-l2-penalty", "nan"], "InrNerfModelConfig: need camera_optimizer.rot_l2_penalty >= 0"),
 ]
 
 

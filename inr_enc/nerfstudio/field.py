@@ -10,6 +10,11 @@ each sample's frustum Gaussian (nerfstudio's ``Frustums.get_gaussian_blob``, con
 [0, 1] units (through the contraction's Jacobian in an unbounded scene), so its Fourier levels are cone traced. ``density_fn`` (what the occupancy grid and the sampler's
 skipping read) takes points, so there such an encoding is read without a footprint; the rendered densities are
 cone traced.
+
+Optional per-image appearance embedding (``appearance_embedding_dim`` > 0; nerfacto's design, for captures whose
+exposure or white balance varies): nerfstudio's ``Embedding(num_images, dim)``, read at each sample's camera index
+while training and appended to the colour network's input; at evaluation (other cameras than the training ones)
+the mean over the training images (nerfacto's ``use_average_appearance_embedding``). Density does not see it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 import torch
 from nerfstudio.cameras.rays import RaySamples
 from nerfstudio.field_components.activations import trunc_exp
+from nerfstudio.field_components.embedding import Embedding
 from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.fields.base_field import Field, get_normalized_directions
 
@@ -32,11 +38,14 @@ class EncodedRadianceField(Field):
     """aabb: [2, 3] scene box (world units); encoding, network: inr_enc configs of the position encoder and the
     density network (1 + geo_feat_dim outputs); direction_encoding, color_network: the colour branch (3 outputs,
     sigmoid added). ``backend``: the encoders' ("auto": tcnn on CUDA when installed, else inr_enc's kernels).
-    ``contraction``: None for a bounded scene, "l2" or "linf" to contract space beyond the box (nerf/space.py)."""
+    ``contraction``: None for a bounded scene, "l2" or "linf" to contract space beyond the box (nerf/space.py).
+    ``appearance_embedding_dim`` > 0: a learnt code of that size per training image (``num_images``), an input of
+    the colour network (module docstring)."""
 
     def __init__(self, aabb: torch.Tensor, encoding: dict[str, Any], network: dict[str, Any],
                  direction_encoding: dict[str, Any], color_network: dict[str, Any], geo_feat_dim: int = 15,
-                 backend: str = "auto", contraction: Norm | None = None) -> None:
+                 backend: str = "auto", contraction: Norm | None = None, appearance_embedding_dim: int = 0,
+                 num_images: int = 1) -> None:
         super().__init__()
         self.contraction = contraction
         self.register_buffer("aabb", torch.as_tensor(aabb, dtype=torch.float32).reshape(2, 3).clone())
@@ -46,7 +55,9 @@ class EncodedRadianceField(Field):
                                              self.position_encoder)
         self.direction_encoder = build_encoder(direction_encoding, 3, backend)
         color = {**color_network, "output_activation": "Sigmoid"}
-        self.color_network = MLP(self.direction_encoder.n_output_dims + geo_feat_dim, 3, color)
+        self.appearance_embedding = Embedding(num_images, appearance_embedding_dim) if appearance_embedding_dim else None
+        self.color_network = MLP(self.direction_encoder.n_output_dims + geo_feat_dim + appearance_embedding_dim, 3,
+                                 color)
         self.cone_traced = self.position_encoder.uses_cov
 
     def _density(self, x: torch.Tensor, inside: torch.Tensor, cov: torch.Tensor | None = None
@@ -74,5 +85,15 @@ class EncodedRadianceField(Field):
         if density_embedding is None:
             raise ValueError("EncodedRadianceField.get_outputs needs the geometry features from get_density")
         directions = self.direction_encoder(get_normalized_directions(ray_samples.frustums.directions))
-        rgb = self.color_network(torch.cat([directions, density_embedding], -1))
-        return {FieldHeadNames.RGB: rgb}
+        inputs = [directions, density_embedding]
+        if self.appearance_embedding is not None:
+            inputs.append(self._appearance(ray_samples, directions.shape[:-1]))
+        return {FieldHeadNames.RGB: self.color_network(torch.cat(inputs, -1))}
+
+    def _appearance(self, ray_samples: RaySamples, batch_shape: torch.Size) -> torch.Tensor:
+        """The appearance code of each sample [..., dim]: its camera's while training, else the mean code."""
+        if not self.training:  # evaluation views are not training images (their indices index another dataset)
+            return self.appearance_embedding.mean(dim=0).expand(*batch_shape, -1)
+        if ray_samples.camera_indices is None:
+            raise ValueError("EncodedRadianceField: the appearance embedding needs the samples' camera_indices")
+        return self.appearance_embedding(ray_samples.camera_indices.reshape(batch_shape))

@@ -7,7 +7,8 @@
 
 nerfstudio imports this module whenever any ns-* command starts, so importing it must be quick and never raise:
 it builds configs only (no tinycudann import, no files read, no network).
-Defaults are sized for CPU: a 100x100 Blender scene trains in minutes on 2 cores (docs/nerf.md).
+Defaults are sized for CPU: a 100x100 Blender scene trains in minutes on 2 cores (docs/nerf.md). Real captures
+(unbounded scenes) get nerfacto's camera pose refinement by default, and its "camera_opt" optimizer.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from .model import HASHGRID, InrNerfModelConfig
 from .optimizers import LazyAdamOptimizerConfig, LogLinearDecaySchedulerConfig
-from .settings import scene_contraction_for
+from .settings import camera_optimizer_mode_for, scene_contraction_for
 
 MAX_ITERATIONS = 2000
 
@@ -41,15 +42,21 @@ NERF_NETWORK = {"otype": "MLP", "activation": "ReLU", "n_neurons": 128, "n_hidde
 @dataclass
 class InrPipelineConfig(DynamicBatchPipelineConfig):
     """Instant-NGP's batches (rays per batch follow a sample budget). When the pipeline is built (ns-train, ns-eval,
-    ns-render), the model's ``scene_contraction`` "auto" is settled from the dataparser in use (settings.py
-    ``scene_contraction_for``), so config.yml keeps "auto" and every command settles it the same way; the log
-    says which mode runs."""
+    ns-render), the model's ``scene_contraction`` and ``camera_optimizer.mode`` "auto" are settled from the
+    dataparser in use (settings.py ``scene_contraction_for``, ``camera_optimizer_mode_for``), so config.yml keeps
+    "auto" and every command settles them the same way (a checkpoint's pose adjustments load into the model that
+    made them); the log says which modes run."""
 
     def setup(self, **kwargs: Any) -> Any:
         if isinstance(self.model, InrNerfModelConfig):
-            mode = scene_contraction_for(self.model.scene_contraction, self.datamanager.dataparser)
+            dataparser = self.datamanager.dataparser
+            mode = scene_contraction_for(self.model.scene_contraction, dataparser)
             self.model.scene_contraction = mode
-            CONSOLE.log(f"inr_enc: {'a bounded scene (the scene box)' if mode == 'none' else f'an unbounded scene ({mode} contraction beyond the scene box)'}")
+            poses = camera_optimizer_mode_for(self.model.camera_optimizer.mode, dataparser)
+            self.model.camera_optimizer.mode = poses
+            scene = ("a bounded scene (the scene box)" if mode == "none"
+                     else f"an unbounded scene ({mode} contraction beyond the scene box)")
+            CONSOLE.log(f"inr_enc: {scene}, camera pose refinement {poses}")
         return super().setup(**kwargs)
 
 
@@ -57,12 +64,17 @@ def _trainer(name: str, model: InrNerfModelConfig, lr: float, table_lr: float) -
     """Adam (eps 1e-15, as Instant-NGP; torch's betas (0.9, 0.999) where tcnn uses (0.9, 0.99)) for the
     networks at ``lr``, tcnn's lazy Adam for grid tables at ``table_lr``; both decay 10x over MAX_ITERATIONS
     (fixed here: a longer --max-num-iterations keeps the final rate after that). The Blender parser keeps RGBA,
-    so the model composites the ground truth over its own background."""
+    so the model composites the ground truth over its own background. "camera_opt" (the pose adjustments, while
+    pose refinement is on) is nerfacto's: Adam lr 1e-3, eps 1e-15, decaying to 1e-4 over 5,000 steps as its
+    ExponentialDecayScheduler does (without numpy, optimizers.py); with refinement off the group is absent and
+    nerfstudio's Optimizers skips this entry."""
     optimizers: dict[str, Any] = {
         "fields": {"optimizer": AdamOptimizerConfig(lr=lr, eps=1e-15),
                    "scheduler": LogLinearDecaySchedulerConfig(lr_final=lr / 10, max_steps=MAX_ITERATIONS)},
         "grids": {"optimizer": LazyAdamOptimizerConfig(lr=table_lr, eps=1e-15),
                   "scheduler": LogLinearDecaySchedulerConfig(lr_final=table_lr / 10, max_steps=MAX_ITERATIONS)},
+        "camera_opt": {"optimizer": AdamOptimizerConfig(lr=1e-3, eps=1e-15),
+                       "scheduler": LogLinearDecaySchedulerConfig(lr_final=1e-4, max_steps=5000)},
     }
     return TrainerConfig(
         method_name=name,

@@ -7,15 +7,21 @@ Per batch of rays: march the occupied cells with a fixed step, front to back, ev
 autograd) and keeping the samples a ray still sees (transmittance > ``early_stop_eps``, Instant-NGP's early ray
 termination); run the full field on those and composite them over a constant background. Metrics: PSNR, SSIM, and LPIPS only when its
 AlexNet weights are already on disk (nothing is downloaded).
+
+Real captures, as nerfacto: camera pose refinement by nerfstudio's CameraOptimizer (``camera_optimizer``; "auto":
+SO3xR3 on unbounded data, off on bounded data), applied to the training rays only, its parameters the "camera_opt"
+param group, its regulariser a loss and its adjustments metrics; an optional per-image appearance embedding
+(``appearance_embedding_dim``, field.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Tuple, Type
 
 import torch
+from nerfstudio.cameras.camera_optimizers import CameraOptimizer
 from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
 from nerfstudio.field_components.field_heads import FieldHeadNames
@@ -33,7 +39,8 @@ from ..nerf.volume_rendering import accumulate, render_weights
 from ..ops.schedules import set_training_step
 from ..optim import grid_tables
 from .field import EncodedRadianceField
-from .settings import check_field_settings, command_line_errors, resolve_encoding_config
+from .settings import (AutoCameraOptimizerConfig, camera_optimizer_rules, check_field_settings, command_line_errors,
+                       resolve_encoding_config)
 
 # Instant-NGP's field (Müller et al. 2022, §5.4), sized for CPU: 16 levels from 16 to 512 cells (enough for
 # scenes of a few hundred pixels), 2^17 entries per level (tcnn's default is 2^19).
@@ -81,10 +88,19 @@ class InrNerfModelConfig(ModelConfig):
     """Samples behind this transmittance are skipped."""
     render_alpha_threshold: float = 0.01
     """When rendering (not training), samples with a smaller opacity are skipped."""
+    train_alpha_threshold: float = 0.0
+    """The same while training (nerfacc trains its unbounded mip-NeRF 360 scenes with 0.01)."""
     scene_contraction: Literal["auto", "none", "l2", "linf"] = "auto"
     """Unbounded scenes: space beyond the scene box contracted (mip-NeRF 360; "linf" is nerfacto's cube), sampled
     with cone-angle steps, the sky learnt as far density. "auto": "none" for blender-data and dnerf-data, "linf" for
     other dataparsers (real captures); settled when the pipeline is built (methods.py), and logged."""
+    camera_optimizer: AutoCameraOptimizerConfig = field(default_factory=AutoCameraOptimizerConfig)
+    """Camera pose refinement (nerfstudio's CameraOptimizer), e.g. ``--pipeline.model.camera-optimizer.mode off``.
+    "auto": "off" for blender-data and dnerf-data, "SO3xR3" (nerfacto's) for other dataparsers; settled with
+    scene_contraction (methods.py), and logged."""
+    appearance_embedding_dim: int = 0
+    """Per-training-image appearance code of this size read by the colour network (exposure, white balance
+    varying between photos; nerfacto: 32); evaluation uses the mean code. 0: none."""
     background_color: Literal["white", "black"] = "white"
     """Composited behind every ray; RGBA ground truth is composited over it too."""
     eval_num_rays_per_chunk: int = 8192
@@ -102,7 +118,10 @@ class InrNerfModelConfig(ModelConfig):
                   "occupancy_threshold >= 0": self.occupancy_threshold >= 0,
                   "render_step_size > 0": self.render_step_size is None or self.render_step_size > 0,
                   "0 < early_stop_eps < 1": 0 < self.early_stop_eps < 1,
-                  "0 <= render_alpha_threshold < 1": 0 <= self.render_alpha_threshold < 1}
+                  "0 <= render_alpha_threshold < 1": 0 <= self.render_alpha_threshold < 1,
+                  "0 <= train_alpha_threshold < 1": 0 <= self.train_alpha_threshold < 1,
+                  "appearance_embedding_dim >= 0": self.appearance_embedding_dim >= 0,
+                  **camera_optimizer_rules(self.camera_optimizer)}
         failed = [rule for rule, ok in checks.items() if not ok]
         if failed:
             raise ValueError(f"InrNerfModelConfig: need {', '.join(failed)}")
@@ -113,7 +132,7 @@ class InrNerfModelConfig(ModelConfig):
                 self.network = dict(config["network"])
             self.encoding_config = None  # resolved: the saved config.yml holds the dicts themselves
         check_field_settings(self.encoding, self.network, self.direction_encoding, self.color_network,
-                             self.geo_feat_dim)
+                             self.geo_feat_dim, self.appearance_embedding_dim)
 
 
 class InrNerfModel(Model):
@@ -127,7 +146,10 @@ class InrNerfModel(Model):
         aabb = self.scene_box.aabb.float()
         self.contraction = None if cfg.scene_contraction in ("auto", "none") else cfg.scene_contraction
         self.field = EncodedRadianceField(aabb, cfg.encoding, cfg.network, cfg.direction_encoding, cfg.color_network,
-                                          cfg.geo_feat_dim, cfg.backend, self.contraction)
+                                          cfg.geo_feat_dim, cfg.backend, self.contraction,
+                                          cfg.appearance_embedding_dim, self.num_train_data)
+        poses = replace(cfg.camera_optimizer, mode="off") if cfg.camera_optimizer.mode == "auto" else cfg.camera_optimizer
+        self.camera_optimizer: CameraOptimizer = poses.setup(num_cameras=self.num_train_data, device="cpu")
         diagonal = float((aabb[1] - aabb[0]).norm())
         self.step_size = cfg.render_step_size if cfg.render_step_size is not None else diagonal / 512
         if self.contraction is None:
@@ -142,10 +164,13 @@ class InrNerfModel(Model):
         self.extra_metrics = {"lpips": lpips_if_weights_on_disk()}  # a plain dict: not part of the state dict
 
     def get_param_groups(self) -> Dict[str, List[nn.Parameter]]:
-        """"grids": the grid tables (tcnn's lazy Adam in our method configs), "fields": everything else."""
+        """"grids": the grid tables (tcnn's lazy Adam in our method configs), "fields": the field's other parameters
+        (the appearance embedding too), "camera_opt": the pose adjustments while pose refinement is on."""
         tables = grid_tables(self.field)
         rest = [p for p in self.field.parameters() if all(p is not t for t in tables)]
-        return {name: params for name, params in (("fields", rest), ("grids", tables)) if params}
+        groups = {name: params for name, params in (("fields", rest), ("grids", tables)) if params}
+        self.camera_optimizer.get_param_groups(param_groups=groups)
+        return groups
 
     def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes
                                ) -> List[TrainingCallback]:
@@ -166,19 +191,24 @@ class InrNerfModel(Model):
         set_training_step(self.field, step)
 
     def get_outputs(self, ray_bundle: RayBundle) -> Dict[str, torch.Tensor]:
-        """A flat bundle of N rays -> rgb [N, 3], accumulation [N, 1], depth [N, 1], num_samples_per_ray [N, 1]."""
+        """A flat bundle of N rays -> rgb [N, 3], accumulation [N, 1], depth [N, 1], num_samples_per_ray [N, 1].
+        While training, the rays of each camera are first moved by its pose adjustment (the camera optimizer)."""
+        if self.training:
+            self.camera_optimizer.apply_to_raybundle(ray_bundle)
         origins, directions = ray_bundle.origins.reshape(-1, 3), ray_bundle.directions.reshape(-1, 3)
         pixel_area = ray_bundle.pixel_area.reshape(-1, 1)
         n = len(origins)
-        alpha_threshold = 0.0 if self.training else self.config.render_alpha_threshold
+        alpha_threshold = self.config.train_alpha_threshold if self.training else self.config.render_alpha_threshold
         with record_function("inr_nerf.sample"):
             fixed_step = () if self.contraction is not None else (self.step_size,)  # contracted: cone-angle steps
             ray_indices, starts, ends = self.occupancy.sample(
                 origins, directions, *fixed_step, self.field.density_fn, self.config.early_stop_eps,
                 alpha_threshold, jitter=self.training, clip=self._crop(ray_bundle))
+        cameras = ray_bundle.camera_indices  # the appearance embedding's index
         samples = RaySamples(frustums=Frustums(
             origins=origins[ray_indices], directions=directions[ray_indices], starts=starts[:, None],
-            ends=ends[:, None], pixel_area=pixel_area[ray_indices]))
+            ends=ends[:, None], pixel_area=pixel_area[ray_indices]),
+            camera_indices=None if cameras is None else cameras.reshape(-1, 1)[ray_indices])
         with record_function("inr_nerf.field"):
             field_outputs = self.field(samples)
         with record_function("inr_nerf.composite"):
@@ -219,11 +249,16 @@ class InrNerfModel(Model):
         # num_samples_per_batch steers nerfstudio's dynamic batch size; at least one per ray, so a batch whose rays
         # all miss the occupied cells cannot grow the next batch without bound
         samples = outputs["num_samples_per_ray"]
-        return {"psnr": -10 * torch.log10(mse.detach()), "num_samples_per_batch": samples.sum().clamp_min(len(samples))}
+        metrics = {"psnr": -10 * torch.log10(mse.detach()), "num_samples_per_batch": samples.sum().clamp_min(len(samples))}
+        self.camera_optimizer.get_metrics_dict(metrics)  # the pose adjustments' sizes, while refinement is on
+        return metrics
 
     def get_loss_dict(self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor],
                       metrics_dict: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
-        return {"rgb_loss": torch.mean((outputs["rgb"] - self._target_image(batch["image"])) ** 2)}
+        losses = {"rgb_loss": torch.mean((outputs["rgb"] - self._target_image(batch["image"])) ** 2)}
+        if self.training:
+            self.camera_optimizer.get_loss_dict(losses)  # the pose adjustments' L2 penalty
+        return losses
 
     def get_image_metrics_and_images(self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
                                      ) -> Tuple[Dict[str, float], Dict[str, torch.Tensor]]:

@@ -1,5 +1,6 @@
-"""The checks of the model's settings (InrNerfModelConfig's dicts and ``encoding_config``): pure, nothing built,
-run when the config is made. ns-train's command line is parsed by tyro into the config, so a bad setting stops
+"""The checks of the model's settings (InrNerfModelConfig's dicts, ``encoding_config`` and ``camera_optimizer``):
+pure, nothing built, run when the config is made; and the settings whose "auto" the dataparser settles
+(``scene_contraction_for``, ``camera_optimizer_mode_for``). ns-train's command line is parsed by tyro into the config, so a bad setting stops
 ns-train there, before nerfstudio writes the run's config.yml (and with it the output folder).
 
 While tyro builds the config from a command line, a bad setting prints one line on stderr, ``ns-train: <message>``,
@@ -10,12 +11,15 @@ config raises the ValueError as usual.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
 from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 from nerfstudio.data.dataparsers.dnerf_dataparser import DNeRFDataParserConfig
 
@@ -65,7 +69,7 @@ def resolve_encoding_config(text: str, geo_feat_dim: int) -> dict[str, Any]:
 
 
 def check_field_settings(encoding: Any, network: Any, direction_encoding: Any, color_network: Any,
-                         geo_feat_dim: int) -> None:
+                         geo_feat_dim: int, appearance_embedding_dim: int = 0) -> None:
     """What EncodedRadianceField (field.py) builds from these settings, resolved without building anything:
     ValueError naming the setting and the problem (unknown otype or key, with a close match; a bad value)."""
     with naming("encoding"):
@@ -77,7 +81,8 @@ def check_field_settings(encoding: Any, network: Any, direction_encoding: Any, c
         direction = encoder_spec(direction_encoding, 3)
     with naming("color_network", "network"):
         color = check_mapping("network", "color_network", color_network, allow_none=False)
-        MLP.resolve_config({**color, "output_activation": "Sigmoid"}, direction.n_output_dims + geo_feat_dim, 3)
+        MLP.resolve_config({**color, "output_activation": "Sigmoid"},
+                           direction.n_output_dims + geo_feat_dim + appearance_embedding_dim, 3)
 
 
 BOUNDED_DATAPARSERS = (BlenderDataParserConfig, DNeRFDataParserConfig)  # synthetic objects in a box
@@ -90,6 +95,40 @@ def scene_contraction_for(setting: str, dataparser: object) -> str:
     if setting != "auto":
         return setting
     return "none" if isinstance(dataparser, BOUNDED_DATAPARSERS) else UNBOUNDED_CONTRACTION
+
+
+CAMERA_OPTIMIZER_MODES = ("auto", "off", "SO3xR3", "SE3")
+UNBOUNDED_CAMERA_OPTIMIZER = "SO3xR3"  # nerfacto's pose refinement (its method configs set this mode)
+
+
+@dataclass
+class AutoCameraOptimizerConfig(CameraOptimizerConfig):
+    """nerfstudio's CameraOptimizerConfig (pose refinement, nerfstudio's CameraOptimizer) with one more mode,
+    "auto": settled by the dataparser (``camera_optimizer_mode_for``) when the pipeline is built."""
+
+    mode: Literal["auto", "off", "SO3xR3", "SE3"] = "auto"
+    """"auto": "off" for blender-data and dnerf-data (exact synthetic poses), "SO3xR3" for every other dataparser
+    (real captures, poses from structure-from-motion); "SO3xR3" is what nerfstudio recommends."""
+
+
+def camera_optimizer_mode_for(setting: str, dataparser: object) -> str:
+    """``camera_optimizer.mode`` "auto" settled as ``scene_contraction`` is: "off" for the bounded (synthetic)
+    dataparsers, UNBOUNDED_CAMERA_OPTIMIZER for every other; any other setting as is."""
+    if setting != "auto":
+        return setting
+    return "off" if isinstance(dataparser, BOUNDED_DATAPARSERS) else UNBOUNDED_CAMERA_OPTIMIZER
+
+
+def camera_optimizer_rules(config: object) -> dict[str, bool]:
+    """The rules a ``camera_optimizer`` setting must meet (rule -> met), for the model config's one-line error."""
+    if not isinstance(config, CameraOptimizerConfig):
+        return {"camera_optimizer: a CameraOptimizerConfig": False}
+    def penalty(value: object) -> bool:  # a finite number >= 0
+        return isinstance(value, (int, float)) and math.isfinite(value) and value >= 0
+
+    return {f"camera_optimizer.mode in ({', '.join(CAMERA_OPTIMIZER_MODES)})": config.mode in CAMERA_OPTIMIZER_MODES,
+            "camera_optimizer.trans_l2_penalty >= 0": penalty(config.trans_l2_penalty),
+            "camera_optimizer.rot_l2_penalty >= 0": penalty(config.rot_l2_penalty)}
 
 
 def _constructed_by_tyro(config: object) -> bool:
