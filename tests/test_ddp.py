@@ -92,16 +92,21 @@ def run_callbacks(callbacks, step, rank):
 
 def train(model, optimizers, forward, ranks, update_grid):
     """nerfstudio's trainer loop (engine/trainer.py: train_iteration), STEPS steps on the rays of ``ranks``; then
-    one more grid update, so the grids are compared before DDP's next forward broadcasts rank 0's buffers."""
+    one more grid update, so the grids are compared before DDP's next forward broadcasts rank 0's buffers.
+    -> each step's num_samples_per_batch (what sizes nerfstudio's next dynamic batch) [STEPS]."""
     callbacks = model.get_training_callbacks(None)
+    batch_samples = []
     for step in range(STEPS):
         update_grid(callbacks, step)
         optimizers.zero_grad_all()
         bundle, target = rays(step, ranks)
-        sum(model.get_loss_dict(forward(bundle), {"image": target}).values()).backward()
+        outputs = forward(bundle)
+        batch_samples.append(float(model.get_metrics_dict(outputs, {"image": target})["num_samples_per_batch"]))
+        sum(model.get_loss_dict(outputs, {"image": target}).values()).backward()
         optimizers.optimizer_step_all()
         optimizers.scheduler_step_all(step)
     update_grid(callbacks, STEPS)
+    return torch.tensor(batch_samples, dtype=torch.float64)
 
 
 def state(model, optimizers):
@@ -121,9 +126,11 @@ def worker(rank, init_file, out_dir, optimizer_configs):
         for scene in SCENES:
             model, optimizers = build(scene, optimizer_configs)
             ddp = DistributedDataParallel(model, device_ids=None, find_unused_parameters=True)  # as nerfstudio
-            train(model, optimizers, ddp, [rank], lambda callbacks, step: run_callbacks(callbacks, step, rank))
+            batch_samples = train(model, optimizers, ddp, [rank],
+                                  lambda callbacks, step: run_callbacks(callbacks, step, rank))
             sparse = [p.grad is None or p.grad.is_sparse for p in grid_tables(model)]
-            torch.save({**state(model, optimizers), "sparse_table_grads": torch.tensor(any(sparse))},
+            torch.save({**state(model, optimizers), "sparse_table_grads": torch.tensor(any(sparse)),
+                        "batch_samples": batch_samples},
                        f"{out_dir}/{scene}.{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -146,8 +153,8 @@ def reference(scene, optimizer_configs):
     sparse = []
     for table in grid_tables(model):
         table.register_hook(lambda grad: sparse.append(grad.is_sparse))
-    train(model, optimizers, model, list(range(WORLD)), update_grid)
-    return state(model, optimizers), any(sparse)
+    batch_samples = train(model, optimizers, model, list(range(WORLD)), update_grid)
+    return {**state(model, optimizers), "batch_samples": batch_samples / WORLD}, any(sparse)
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +186,8 @@ def runs(tmp_path_factory):
 @pytest.mark.parametrize("scene", list(SCENES))
 def test_ranks_agree_and_match_one_process_with_both_batches(runs, scene):
     expected, reference_sparse, (rank0, rank1) = runs[scene]
+    # each rank's num_samples_per_batch is the ranks' mean (one process: the sum over both batches, / WORLD above),
+    # so nerfstudio's dynamic batches keep one size on every rank; checked with the rest below
     assert not rank0.pop("sparse_table_grads") and not rank1.pop("sparse_table_grads")  # dense under DDP
     assert reference_sparse == bool(SCENES[scene].get("sparse"))  # ... where one process takes sparse ones
     assert rank0.keys() == rank1.keys() == expected.keys()

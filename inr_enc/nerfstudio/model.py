@@ -36,6 +36,7 @@ from ..nerf.occupancy import OccupancyGrid
 from ..nerf.space import box_frame
 from ..nerf.unbounded import ContractedOccupancyGrid
 from ..nerf.volume_rendering import accumulate, render_weights
+from ..ops.ranks import mean_over_ranks
 from ..ops.schedules import set_training_step
 from ..optim import grid_tables
 from .field import EncodedRadianceField
@@ -247,9 +248,12 @@ class InrNerfModel(Model):
                          ) -> Dict[str, torch.Tensor]:
         mse = torch.mean((outputs["rgb"] - self._target_image(batch["image"])) ** 2)
         # num_samples_per_batch steers nerfstudio's dynamic batch size; at least one per ray, so a batch whose rays
-        # all miss the occupied cells cannot grow the next batch without bound
+        # all miss the occupied cells cannot grow the next batch without bound; under DDP the ranks' mean, so all
+        # keep one batch size (DDP averages their gradients as equals)
         samples = outputs["num_samples_per_ray"]
-        metrics = {"psnr": -10 * torch.log10(mse.detach()), "num_samples_per_batch": samples.sum().clamp_min(len(samples))}
+        count = samples.sum().clamp_min(len(samples))
+        metrics = {"psnr": -10 * torch.log10(mse.detach()),
+                   "num_samples_per_batch": mean_over_ranks(count) if self.training else count}
         self.camera_optimizer.get_metrics_dict(metrics)  # the pose adjustments' sizes, while refinement is on
         return metrics
 

@@ -16,3 +16,13 @@ def max_over_ranks(values: torch.Tensor) -> None:
     """In place: the elementwise maximum over the ranks when :func:`several_ranks`; else nothing."""
     if several_ranks():
         distributed.all_reduce(values, op=distributed.ReduceOp.MAX)
+
+
+def mean_over_ranks(value: torch.Tensor) -> torch.Tensor:
+    """The mean of ``value`` over the ranks when :func:`several_ranks` (a new tensor; every rank must call this at
+    the same point), else ``value``."""
+    if not several_ranks():
+        return value
+    total = value.detach().clone()
+    distributed.all_reduce(total)
+    return total / distributed.get_world_size()
