@@ -285,7 +285,7 @@ def test_bundled_scene_loads_with_nerfstudios_blender_parser():
 
 
 def test_lpips_is_skipped_unless_its_weights_are_on_disk(tmp_path, monkeypatch):
-    from inr_enc.nerfstudio.model import lpips_if_weights_on_disk
+    from inr_enc.nerfstudio.evaluation import lpips_if_weights_on_disk
 
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))  # an empty hub cache: building LPIPS would download
     assert lpips_if_weights_on_disk() is None

@@ -243,3 +243,50 @@ def test_both_grids_refuse_bad_sample_arguments(grid):
             grid.sample(*rays, *step, **kwargs)
     with pytest.raises(ValueError, match=r"must both be \[N, 3\]"):
         grid.sample(torch.zeros(4, 3), torch.zeros(4, 2), *step)
+
+
+def test_the_occupancy_threshold_reads_the_box_not_the_far_field():
+    """An untrained field: density about 1 everywhere (here 1 +- 0.3 in a pattern). Far out a cell's opacity is
+    density * a step of up to far, so the mean over every cell is in the thousands and min(0.01, that mean) would
+    empty the scene box (opacity about 0.007 there) at the first update; the mean over the box's cells keeps its
+    denser half, as a bounded grid would."""
+    grid = ContractedOccupancyGrid(resolution=16, min_step=2 * math.sqrt(3) / 512)  # the plugin's step in the box
+
+    def untrained(points):
+        return 1 + 0.3 * torch.sin(7 * points).prod(-1).sign()
+
+    grid.update(0, untrained, generator=torch.Generator().manual_seed(4))
+    centres = (torch.arange(16) + 0.5) / 16 * 4 - 2
+    inside = centres.abs() < 1
+    occupied = grid.occupied.view(16, 16, 16)
+    box = occupied[inside][:, inside][:, :, inside].float().mean()
+    assert 0.3 < float(box) < 0.7, float(box)
+    assert float(grid.opacity.mean()) > 100 * 0.01  # the mean over every cell: the box would have been emptied
+    assert bool(occupied[~inside][:, ~inside][:, :, ~inside].all())  # far out: all of it
+
+
+@pytest.mark.parametrize("contracted", [False, True])
+def test_sampled_features_are_the_density_pass_at_the_kept_samples(contracted):
+    """sample(..., features=True): the same samples, and density_fn's features of exactly the kept ones (what
+    the plugin renders from without evaluating the field again)."""
+    g = torch.Generator().manual_seed(5)
+    grid = ContractedOccupancyGrid(resolution=16) if contracted else OccupancyGrid(torch.tensor([[-2.0] * 3, [2.0] * 3]), 16)
+    grid.update(0, lambda x: solid_sphere_and_sky(x) * 0.01, generator=g)
+    step = () if contracted else (0.02,)
+    origins = unit(torch.randn(32, 3, generator=g)) * 1.5
+    directions = unit(-origins + 0.5 * torch.randn(32, 3, generator=g))
+
+    def with_features(points):
+        density = solid_sphere_and_sky(points) + 0.3
+        return density, torch.stack([density, points.sum(-1)], -1)
+
+    plain = grid.sample(origins, directions, *step, lambda x: with_features(x)[0], alpha_threshold=0.001)
+    rays, starts, ends, features = grid.sample(origins, directions, *step, with_features, alpha_threshold=0.001,
+                                               features=True)
+    assert all(torch.equal(a, b) for a, b in zip(plain, (rays, starts, ends))) and len(rays) > 30
+    points = origins[rays] + ((starts + ends) / 2)[:, None] * directions[rays]
+    assert features.shape == (len(rays), 2)
+    assert torch.allclose(features, with_features(points)[1], atol=1e-4)
+    none = grid.sample(origins, -directions * 0 + torch.tensor([0.0, 0.0, 1.0]), *step, with_features,
+                       features=True, clip=(torch.zeros(32), torch.zeros(32)))
+    assert len(none) == 4 and len(none[0]) == 0 and none[3].numel() == 0

@@ -99,3 +99,37 @@ def test_ns_train_then_ns_eval_on_the_unbounded_capture_beats_the_untrained_mode
     assert len(untrained.datamanager.fixed_indices_eval_dataloader) == 1  # view 0 of 64 held out
     untrained = untrained.get_average_eval_image_metrics()
     assert results["psnr"] > untrained["psnr"] + 3, (results["psnr"], untrained["psnr"])
+
+
+@pytest.mark.parametrize("contraction", ["none", "linf"])
+def test_rendering_reuses_the_density_pass_and_matches_the_full_field(contraction):
+    """When rendering, the model composites the sampler's own densities and geometry features (only the colour
+    branch runs again); the reference here evaluates the whole field at the same samples, as training does."""
+    from nerfstudio.cameras.rays import Frustums, RaySamples
+    from nerfstudio.field_components.field_heads import FieldHeadNames
+
+    from inr_enc.nerf.volume_rendering import accumulate, render_weights
+    from inr_enc.nerfstudio.sampling import sample_grid
+
+    torch.manual_seed(1)
+    config = InrNerfModelConfig(scene_contraction=contraction, encoding=dict(SMALL_GRID), grid_resolution=16,
+                                render_alpha_threshold=0.0)  # an untrained field: every sample is faint
+    model = config.setup(scene_box=SceneBox(torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1)
+    model.occupancy.update(0, lambda x: model.field.density_fn(x).reshape(-1) * 0.01)
+    model.eval()
+    bundle, _ = _rays(7, n=64)
+    with torch.no_grad():
+        outputs = model.get_outputs(bundle)
+        o, d = bundle.origins, bundle.directions
+        rays, starts, ends = sample_grid(model.occupancy, o, d, model.step_size, model.field.density_fn,
+                                         early_stop_eps=config.early_stop_eps,
+                                         alpha_threshold=config.render_alpha_threshold)
+        samples = RaySamples(frustums=Frustums(origins=o[rays], directions=d[rays], starts=starts[:, None],
+                                               ends=ends[:, None], pixel_area=bundle.pixel_area[rays]))
+        field = model.field(samples)
+        weights, _ = render_weights(field[FieldHeadNames.DENSITY].reshape(-1), ends - starts, rays, 64)
+        rgb = accumulate(weights[:, None] * field[FieldHeadNames.RGB], rays, 64)
+        opacity = accumulate(weights[:, None], rays, 64)
+    assert len(rays) > 64
+    assert torch.allclose(outputs["rgb"], rgb + (1 - opacity) * model.background, atol=1e-5)
+    assert torch.allclose(outputs["accumulation"], opacity, atol=1e-5)

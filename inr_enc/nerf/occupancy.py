@@ -106,8 +106,12 @@ class OccupancyGrid(nn.Module):
         values = torch.cat([opacity_fn(points[i:i + CHUNK]).reshape(-1) for i in range(0, len(points), CHUNK)])
         self.opacity.mul_(self.decay).scatter_reduce_(0, cells, values.to(self.opacity.dtype), "amax")
         max_over_ranks(self.opacity)
-        self.occupied.copy_(self.opacity > min(self.threshold, float(self.opacity.mean())))
+        self.occupied.copy_(self.opacity > min(self.threshold, self._mean_opacity()))
         self._update_bounds()
+
+    def _mean_opacity(self) -> float:
+        """The mean the occupancy threshold is capped by: over every cell."""
+        return float(self.opacity.mean())
 
     def _cell_points(self, cells: torch.Tensor, jitter: torch.Tensor) -> torch.Tensor:
         """cells [M] flat indices, jitter [M, 3] in [0, 1) -> [M, 3] world points at that place in each cell."""
@@ -185,10 +189,10 @@ class OccupancyGrid(nn.Module):
 
     @torch.no_grad()
     def sample(self, origins: torch.Tensor, directions: torch.Tensor, step_size: float,
-               density_fn: Callable[[torch.Tensor], torch.Tensor] | None = None, early_stop_eps: float = 1e-4,
+               density_fn: DensityFn | None = None, early_stop_eps: float = 1e-4,
                alpha_threshold: float = 0.0, jitter: bool = False, window: int = 64,
-               generator: torch.Generator | None = None, clip: tuple[torch.Tensor, torch.Tensor] | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               generator: torch.Generator | None = None, clip: tuple[torch.Tensor, torch.Tensor] | None = None,
+               features: bool = False) -> tuple[torch.Tensor, ...]:
         """Samples every ``step_size`` along each ray through the occupied bounding box, in occupied cells.
 
         origins, directions: [N, 3] (unit directions make t metric; none may be zero) -> packed (ray_indices [M] int64, sorted, each
@@ -199,7 +203,9 @@ class OccupancyGrid(nn.Module):
         ``window`` steps at a time, front to back, and a sample is kept only while the transmittance before it
         exceeds ``early_stop_eps`` and its opacity 1 - exp(-density * step) exceeds ``alpha_threshold``; a ray
         stops once its transmittance falls below early_stop_eps (Instant-NGP's early ray termination).
-        ``clip``: (near [N], far [N]) limits on t besides the occupied box (e.g. a crop box).
+        ``clip``: (near [N], far [N]) limits on t besides the occupied box (e.g. a crop box). ``features``:
+        density_fn returns (density, features [P, C]) and the kept samples' features [M, C] come fourth (a
+        renderer's reuse, :func:`march`).
         """
         if step_size <= 0 or not math.isfinite(step_size):
             raise ValueError(f"sample: step_size must be a positive number, got {step_size}")
@@ -220,20 +226,25 @@ class OccupancyGrid(nn.Module):
             return self._window(origins[alive], directions[alive], near[alive], end[alive], offset[alive], first,
                                 window, step_size)
 
-        rays, (t,) = march(n, alive, first_steps, window, window_of, density_fn, early_stop_eps, alpha_threshold,
-                           origins.new_zeros(0), n_payload=1)
-        return rays, t - step_size / 2, t + step_size / 2
+        rays, (t, *kept_features) = march(n, alive, first_steps, window, window_of, density_fn, early_stop_eps,
+                                          alpha_threshold, origins.new_zeros(0), n_payload=1, features=features)
+        return rays, t - step_size / 2, t + step_size / 2, *kept_features
+
+
+DensityFn = Callable[[torch.Tensor], "torch.Tensor | tuple[torch.Tensor, torch.Tensor]"]
 
 
 def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int,
-          window_of: Callable[[torch.Tensor, torch.Tensor], Window],
-          density_fn: Callable[[torch.Tensor], torch.Tensor] | None, early_stop_eps: float, alpha_threshold: float,
-          empty: torch.Tensor, n_payload: int) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+          window_of: Callable[[torch.Tensor, torch.Tensor], Window], density_fn: DensityFn | None,
+          early_stop_eps: float, alpha_threshold: float, empty: torch.Tensor, n_payload: int,
+          features: bool = False) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """Front-to-back marching of n rays, ``window`` steps at a time, with early ray termination (shared by the
     grids' ``sample``). alive: the marching rays, ascending; first_steps [n] int64: each ray's next step (advanced
     in place); window_of(alive, first_steps[alive]) -> a :data:`Window`. With density_fn, a sample is kept only
     while the optical depth before it is below -log(early_stop_eps) and its opacity 1 - exp(-density * length)
-    exceeds alpha_threshold; a ray stops once its optical depth reaches -log(early_stop_eps).
+    exceeds alpha_threshold; a ray stops once its optical depth reaches -log(early_stop_eps). ``features``:
+    density_fn returns (density, features [P, C]), and the kept samples' features are one more payload (so a
+    renderer need not evaluate them again; [0] when no sample is kept).
     -> (ray_indices [M] int64 sorted, each ray's samples in order; the payloads [M], ``empty`` when none)."""
     device = first_steps.device
     max_depth = -math.log(early_stop_eps) if density_fn is not None else math.inf
@@ -244,7 +255,11 @@ def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int,
         rows, points, lengths, payload, more = window_of(alive, first_steps[alive])
         rays = alive[rows]
         if density_fn is not None:
-            tau = density_fn(points).reshape(-1).to(depth.dtype) * lengths.to(depth.dtype)
+            density = density_fn(points)
+            if features:
+                density, point_features = density
+                payload = (*payload, point_features)
+            tau = density.reshape(-1).to(depth.dtype) * lengths.to(depth.dtype)
             before = depth[rays] + optical_depth_before(tau, rays, n)
             keep = (before < max_depth) & (1 - torch.exp(-tau) > alpha_threshold)
             depth.index_add_(0, rays, tau)
@@ -254,6 +269,6 @@ def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int,
         first_steps[alive] += window
         alive = alive[more & (depth[alive] < max_depth)]
     if not found_rays:
-        return empty.long(), (empty,) * n_payload
+        return empty.long(), (empty,) * (n_payload + features)
     rays, order = torch.sort(torch.cat(found_rays), stable=True)  # windows come in order of t: stays per ray
     return rays, tuple(torch.cat(parts)[order] for parts in zip(*found))

@@ -17,7 +17,7 @@ import torch
 
 from ..ops.precision import wide_dtype
 from .contraction import NORMS, Norm, contract, uncontract
-from .occupancy import OccupancyGrid, Window, check_sample_arguments, march
+from .occupancy import DensityFn, OccupancyGrid, Window, check_sample_arguments, march
 
 MAX_STEPS = 10**8  # refuse step sequences longer than this (they would not fit in memory anyway)
 
@@ -166,6 +166,17 @@ class ContractedOccupancyGrid(OccupancyGrid):
         [P] or [P, 1]. A cell's opacity is density * :meth:`step_size_at` a random point in it."""
         super().update(step, lambda x: density_fn(x).reshape(-1) * self.step_size_at(x), generator)
 
+    def _mean_opacity(self) -> float:
+        """Over the cells of the scene box only (|y| < 1), as Instant-NGP takes the mean over its first cascade:
+        beyond the box a cell's opacity is density * a step that grows with distance, so a mean over every cell
+        sits far above the box's (an untrained field: density about 1, so 0.007 in the box, thousands far out)
+        and the threshold min(0.01, mean) would empty the whole box at the first update."""
+        r = self.resolution
+        centres = (torch.arange(r, device=self.opacity.device) + 0.5) / r * 4 - 2  # contracted cell centres
+        inside = centres.abs() < 1
+        box = self.opacity.view(r, r, r)[inside][:, inside][:, :, inside]
+        return float(box.mean()) if box.numel() else float(self.opacity.mean())
+
     def _cell_of(self, points: torch.Tensor) -> torch.Tensor:
         """points: [..., 3] world -> [..., 3] cell coordinates of their contracted points (:func:`contract`, fused:
         it runs on every sample). Points beyond float32's reach of norm 2 go to the outermost cells, so every
@@ -208,10 +219,10 @@ class ContractedOccupancyGrid(OccupancyGrid):
 
     @torch.no_grad()
     def sample(self, origins: torch.Tensor, directions: torch.Tensor,  # type: ignore[override]
-               density_fn: Callable[[torch.Tensor], torch.Tensor] | None = None, early_stop_eps: float = 1e-4,
+               density_fn: DensityFn | None = None, early_stop_eps: float = 1e-4,
                alpha_threshold: float = 0.0, jitter: bool = False, window: int = 64,
-               generator: torch.Generator | None = None, clip: tuple[torch.Tensor, torch.Tensor] | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+               generator: torch.Generator | None = None, clip: tuple[torch.Tensor, torch.Tensor] | None = None,
+               features: bool = False) -> tuple[torch.Tensor, ...]:
         """Samples along each ray on the :func:`cone_steps` boundaries, in occupied cells.
 
         origins, directions: [N, 3] (unit directions: t, near, far and the steps are then in world units) -> packed
@@ -224,6 +235,7 @@ class ContractedOccupancyGrid(OccupancyGrid):
         sample is kept only while the transmittance before it exceeds ``early_stop_eps`` and its opacity
         1 - exp(-density * (t_end - t_start)) exceeds ``alpha_threshold``, and a ray stops once its transmittance
         falls below early_stop_eps. ``clip``: (near [N], far [N]) per-ray limits within the grid's [near, far].
+        ``features``: as :meth:`OccupancyGrid.sample` (the kept samples' features from density_fn come fourth).
         """
         check_sample_arguments(origins, directions, early_stop_eps, alpha_threshold, window)
         n, device, dtype = len(origins), origins.device, origins.dtype
@@ -243,6 +255,6 @@ class ContractedOccupancyGrid(OccupancyGrid):
             return self._window(origins[alive], directions[alive], near[alive], far[alive],
                                 None if offset is None else offset[alive], first, window, bounds)
 
-        rays, (starts, ends) = march(n, alive, first, window, window_of, density_fn, early_stop_eps,
-                                     alpha_threshold, origins.new_zeros(0), n_payload=2)
-        return rays, starts, ends
+        rays, payload = march(n, alive, first, window, window_of, density_fn, early_stop_eps, alpha_threshold,
+                              origins.new_zeros(0), n_payload=2, features=features)
+        return (rays, *payload)

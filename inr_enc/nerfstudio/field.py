@@ -79,6 +79,12 @@ class EncodedRadianceField(Field):
         """Point densities (no frustum): positions [..., 3] world -> [..., 1]. The occupancy grid reads this."""
         return self._density(*to_unit(positions, self.aabb, self.contraction))[0]
 
+    def density_and_features(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Positions [..., 3] world -> (density [..., 1], [..., 1 + geo_feat_dim]: the density, then the geometry
+        features): what a renderer keeps from the sampler's density pass (the model, when not cone traced)."""
+        density, geometry = self._density(*to_unit(positions, self.aabb, self.contraction))
+        return density, torch.cat([density, geometry], -1)
+
     def get_outputs(self, ray_samples: RaySamples, density_embedding: torch.Tensor | None = None
                     ) -> dict[FieldHeadNames, torch.Tensor]:
         """Samples [...] -> {RGB: [..., 3] in [0, 1]}."""

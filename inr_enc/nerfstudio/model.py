@@ -1,12 +1,13 @@
 """A nerfstudio Model around :class:`EncodedRadianceField`, sampled through an Instant-NGP occupancy grid in plain
 torch (``inr_enc.nerf.occupancy``), so it trains and renders on CPU as well as on CUDA. Unbounded scenes
 (``scene_contraction``): space beyond the scene box is contracted (mip-NeRF 360) and sampled with cone-angle steps
-over a grid of the contracted space (``inr_enc.nerf.unbounded``), so the sky and the far field are density.
+over a grid of the contracted space (``inr_enc.nerf.unbounded``), so the sky and the far field are density;
+sampling.py holds the one choice between the two grids.
 
 Per batch of rays: march the occupied cells with a fixed step, front to back, evaluating density alone (no
 autograd) and keeping the samples a ray still sees (transmittance > ``early_stop_eps``, Instant-NGP's early ray
-termination); run the full field on those and composite them over a constant background. Metrics: PSNR, SSIM, and LPIPS only when its
-AlexNet weights are already on disk (nothing is downloaded).
+termination); run the full field on those (when rendering, only the colour branch: the density pass already gave
+their density and geometry features) and composite them over a constant background. Metrics: evaluation.py.
 
 Real captures, as nerfacto: camera pose refinement by nerfstudio's CameraOptimizer (``camera_optimizer``; "auto":
 SO3xR3 on unbounded data, off on bounded data), applied to the training rays only, its parameters the "camera_opt"
@@ -17,7 +18,6 @@ param group, its regulariser a loss and its adjustments metrics; an optional per
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Dict, List, Literal, Optional, Tuple, Type
 
 import torch
@@ -27,19 +27,16 @@ from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttrib
 from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.model_components import renderers
 from nerfstudio.models.base_model import Model, ModelConfig
-from nerfstudio.utils import colormaps
 from torch import nn
 from torch.profiler import record_function
 
-from ..metrics import psnr, ssim
-from ..nerf.occupancy import OccupancyGrid
-from ..nerf.space import box_frame
-from ..nerf.unbounded import ContractedOccupancyGrid
 from ..nerf.volume_rendering import accumulate, render_weights
 from ..ops.ranks import mean_over_ranks
 from ..ops.schedules import set_training_step
 from ..optim import grid_tables
+from .evaluation import image_metrics_and_images, lpips_if_weights_on_disk
 from .field import EncodedRadianceField
+from .sampling import build_grid, sample_grid, update_grid
 from .settings import (AutoCameraOptimizerConfig, camera_optimizer_rules, check_field_settings, command_line_errors,
                        resolve_encoding_config)
 
@@ -159,14 +156,8 @@ class InrNerfModel(Model):
             self.train_alpha_threshold = 0.0 if self.contraction is None else UNBOUNDED_TRAIN_ALPHA_THRESHOLD
         diagonal = float((aabb[1] - aabb[0]).norm())
         self.step_size = cfg.render_step_size if cfg.render_step_size is not None else diagonal / 512
-        if self.contraction is None:
-            self.occupancy = OccupancyGrid(aabb, cfg.grid_resolution, cfg.occupancy_threshold,
-                                           warmup_steps=cfg.grid_warmup_steps)
-        else:  # steps from render_step_size near the centre, growing with distance (Instant-NGP's cone angle)
-            centre, scale = box_frame(aabb)
-            self.occupancy = ContractedOccupancyGrid(centre, float(scale), cfg.grid_resolution, self.contraction,
-                                                     cfg.occupancy_threshold, warmup_steps=cfg.grid_warmup_steps,
-                                                     min_step=self.step_size)
+        self.occupancy = build_grid(aabb, self.contraction, cfg.grid_resolution, cfg.occupancy_threshold,
+                                    cfg.grid_warmup_steps, self.step_size)
         self.register_buffer("background", torch.full((3,), 1.0 if cfg.background_color == "white" else 0.0))
         self.extra_metrics = {"lpips": lpips_if_weights_on_disk()}  # a plain dict: not part of the state dict
 
@@ -181,18 +172,15 @@ class InrNerfModel(Model):
 
     def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes
                                ) -> List[TrainingCallback]:
-        def update_grid(step: int) -> None:
-            if self.contraction is None:
-                self.occupancy.update(step, lambda x: self.field.density_fn(x) * self.step_size)
-            else:  # the contracted grid weighs density by the step a ray takes where it is
-                self.occupancy.update(step, self.field.density_fn)
+        def update(step: int) -> None:
+            update_grid(self.occupancy, step, self.field.density_fn, self.step_size)
 
         def set_step(step: int) -> None:  # coarse-to-fine encoders (Progressive) follow the training step
             set_training_step(self.field, step)
 
         before = [TrainingCallbackLocation.BEFORE_TRAIN_ITERATION]
         return [TrainingCallback(before, set_step, update_every_num_iters=1),
-                TrainingCallback(before, update_grid, update_every_num_iters=self.config.grid_update_every)]
+                TrainingCallback(before, update, update_every_num_iters=self.config.grid_update_every)]
 
     def update_to_step(self, step: int) -> None:
         set_training_step(self.field, step)
@@ -206,18 +194,28 @@ class InrNerfModel(Model):
         pixel_area = ray_bundle.pixel_area.reshape(-1, 1)
         n = len(origins)
         alpha_threshold = self.train_alpha_threshold if self.training else self.config.render_alpha_threshold
+        # rendering: the field's density pass in the sampler also gives the kept samples' density and geometry
+        # features (no autograd needed), so only the colour branch runs again; cone-traced fields render with
+        # each sample's frustum, which the sampler's point densities do not have
+        reuse = not self.training and not self.field.cone_traced
         with record_function("inr_nerf.sample"):
-            fixed_step = () if self.contraction is not None else (self.step_size,)  # contracted: cone-angle steps
-            ray_indices, starts, ends = self.occupancy.sample(
-                origins, directions, *fixed_step, self.field.density_fn, self.config.early_stop_eps,
-                alpha_threshold, jitter=self.training, clip=self._crop(ray_bundle))
+            ray_indices, starts, ends, *kept = sample_grid(
+                self.occupancy, origins, directions, self.step_size,
+                self.field.density_and_features if reuse else self.field.density_fn,
+                early_stop_eps=self.config.early_stop_eps, alpha_threshold=alpha_threshold, jitter=self.training,
+                clip=self._crop(ray_bundle), features=reuse)
         cameras = ray_bundle.camera_indices  # the appearance embedding's index
         samples = RaySamples(frustums=Frustums(
             origins=origins[ray_indices], directions=directions[ray_indices], starts=starts[:, None],
             ends=ends[:, None], pixel_area=pixel_area[ray_indices]),
             camera_indices=None if cameras is None else cameras.reshape(-1, 1)[ray_indices])
         with record_function("inr_nerf.field"):
-            field_outputs = self.field(samples)
+            if reuse:
+                features = kept[0].reshape(len(ray_indices), 1 + self.config.geo_feat_dim)  # [0] when none kept
+                density, geometry = features.split([1, self.config.geo_feat_dim], -1)
+                field_outputs = {**self.field.get_outputs(samples, geometry), FieldHeadNames.DENSITY: density}
+            else:
+                field_outputs = self.field(samples)
         with record_function("inr_nerf.composite"):
             weights, _ = render_weights(field_outputs[FieldHeadNames.DENSITY].reshape(-1), ends - starts, ray_indices, n)
             per_sample = torch.cat([field_outputs[FieldHeadNames.RGB], torch.ones_like(starts)[:, None],
@@ -273,27 +271,4 @@ class InrNerfModel(Model):
     def get_image_metrics_and_images(self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
                                      ) -> Tuple[Dict[str, float], Dict[str, torch.Tensor]]:
         """outputs, batch: one image [H, W, C] -> metrics {psnr, ssim[, lpips]} and images {img, accumulation, depth}."""
-        image, rgb = self._target_image(batch["image"]), outputs["rgb"].clamp(0, 1)
-        pair = (rgb.movedim(-1, 0)[None], image.movedim(-1, 0)[None])  # [1, 3, H, W]
-        metrics = {"psnr": psnr(float(torch.mean((rgb - image) ** 2)), 1.0), "ssim": ssim(rgb, image)}
-        lpips = self.extra_metrics["lpips"]
-        if lpips is not None:
-            metrics["lpips"] = float(lpips.to(self.device)(*pair))
-        images = {
-            "img": torch.cat([image, rgb], dim=1),
-            "accumulation": colormaps.apply_colormap(outputs["accumulation"]),
-            "depth": colormaps.apply_depth_colormap(outputs["depth"], accumulation=outputs["accumulation"]),
-        }
-        return metrics, images
-
-
-def lpips_if_weights_on_disk() -> Optional[nn.Module]:
-    """torchmetrics' LPIPS (AlexNet) when torchvision's AlexNet weights are already in torch's hub cache, else
-    None: building it would download them."""
-    try:
-        from torchmetrics.image.lpip import LearnedPerceptualImagePatchSimilarity
-        from torchvision.models import AlexNet_Weights
-    except ImportError:
-        return None
-    weights = Path(torch.hub.get_dir()) / "checkpoints" / Path(AlexNet_Weights.IMAGENET1K_V1.url).name
-    return LearnedPerceptualImagePatchSimilarity(net_type="alex", normalize=True) if weights.is_file() else None
+        return image_metrics_and_images(outputs, self._target_image(batch["image"]), self.extra_metrics["lpips"])
