@@ -17,7 +17,7 @@ param group, its regulariser a loss and its adjustments metrics; an optional per
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Dict, List, Literal, Optional, Tuple, Type
 
 import torch
@@ -111,6 +111,13 @@ class InrNerfModelConfig(ModelConfig):
         while ns-train parses its command line, prints one line and exits with code 2 (no output folder yet)."""
         with command_line_errors(self):
             self._check_settings()
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        """A config.yml saved before a setting existed (an older run's) loads with that setting's default: yaml
+        restores the saved fields without calling ``__init__``."""
+        defaults = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+                    for f in fields(self) if f.default is not MISSING or f.default_factory is not MISSING}
+        self.__dict__.update({**defaults, **state})
 
     def _check_settings(self) -> None:
         checks = {"grid_resolution >= 1": self.grid_resolution >= 1, "grid_update_every >= 1": self.grid_update_every >= 1,
