@@ -34,14 +34,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 import numpy as np
 import pycolmap
-from scene_files import staged_folder
+from scene_files import scratch_folder, staged_folder, write_transforms
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -93,16 +91,14 @@ def main() -> None:
     args = parse_args(sys.argv[1:])
     src, out = os.path.abspath(args.images), os.path.abspath(args.out)
     image_dir = os.path.join(src, "images")
-    work = args.work or tempfile.mkdtemp(prefix="colmap_unbounded.")
-    os.makedirs(work, exist_ok=True)
-    db = os.path.join(work, "database.db")
-    if os.path.exists(db):
-        os.remove(db)
     names = sorted(os.listdir(image_dir))
     if not args.verbose:
         pycolmap.logging.minloglevel = 1  # glog: 0 INFO, 1 WARNING
     t0 = time.perf_counter()
-    try:
+    with scratch_folder(args.work, "colmap_unbounded.") as work:  # a temporary folder unless --work
+        db = os.path.join(work, "database.db")
+        if os.path.exists(db):
+            os.remove(db)
         reader = pycolmap.ImageReaderOptions()
         reader.camera_model = args.camera_model
         pycolmap.extract_features(db, image_dir, camera_mode=pycolmap.CameraMode.SINGLE, reader_options=reader,
@@ -146,8 +142,7 @@ def main() -> None:
         meta.update(frames=frames, applied_transform=applied.tolist(), ply_file_path="sparse_pc.ply")
 
         with staged_folder(out) as staging:  # an interrupted run leaves `out` as it was
-            with open(os.path.join(staging, "transforms.json"), "w") as f:
-                json.dump(meta, f, indent=2)
+            write_transforms(os.path.join(staging, "transforms.json"), meta)
             with open(os.path.join(staging, "sparse_pc.ply"), "w") as f:
                 pts = list(rec.points3D.values())
                 f.write(f"ply\nformat ascii 1.0\nelement vertex {len(pts)}\nproperty float x\nproperty float y\n"
@@ -175,9 +170,6 @@ def main() -> None:
             err = np.linalg.norm((s * (r @ a.T)).T + t - b, axis=1)
             print(f"colmap_unbounded: camera centres vs the rendered poses after a similarity alignment: "
                   f"mean error {err.mean():.4f}, max {err.max():.4f} scene units (orbit radius ~3.6)", flush=True)
-    finally:
-        if not args.work:
-            shutil.rmtree(work, ignore_errors=True)
     print(f"colmap_unbounded: done in {time.perf_counter() - t0:.1f}s", flush=True)
 
 

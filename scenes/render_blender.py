@@ -24,7 +24,6 @@ down its -z axis, y up), which is Blender's camera convention too.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import random
@@ -34,10 +33,12 @@ import time
 from collections.abc import Sequence
 
 import bpy
-from mathutils import Matrix, Vector
+from mathutils import Vector
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `blender --python` leaves the script's folder out
-from scene_files import staged_folder  # noqa: E402
+from blender_common import (add, add_camera, look_at, new_material, render_view, setup_cycles,  # noqa: E402
+                            texture_ramp)
+from scene_files import staged_folder, write_transforms  # noqa: E402
 
 GOLDEN_ANGLE = math.pi * (3.0 - math.sqrt(5.0))
 MIN_ELEV, MAX_ELEV, TEST_ELEV = math.radians(5.0), math.radians(80.0), math.radians(30.0)
@@ -68,33 +69,16 @@ def material(name: str, color: tuple, roughness: float = 0.5, metallic: float = 
              color2: tuple = (0.0, 0.0, 0.0), scale: float = 1.0) -> bpy.types.Material:
     """Principled BSDF; with `texture` (a ShaderNodeTex* with a Fac output, in object coordinates) the base
     colour goes from `color` to `color2` with the texture's Fac."""
-    mat = bpy.data.materials.new(name)
-    mat.use_nodes = True
-    tree = mat.node_tree
-    bsdf = tree.nodes["Principled BSDF"]
+    mat, bsdf = new_material(name, roughness)
     bsdf.inputs["Base Color"].default_value = (*color, 1.0)
-    bsdf.inputs["Roughness"].default_value = roughness
     bsdf.inputs["Metallic"].default_value = metallic
     if texture is not None:
-        coords, tex, ramp = (tree.nodes.new(t) for t in ("ShaderNodeTexCoord", texture, "ShaderNodeValToRGB"))
-        tex.inputs["Scale"].default_value = scale
-        ramp.color_ramp.elements[0].color, ramp.color_ramp.elements[1].color = (*color, 1.0), (*color2, 1.0)
-        tree.links.new(coords.outputs["Object"], tex.inputs["Vector"])
-        tree.links.new(tex.outputs["Fac"], ramp.inputs["Fac"])
-        tree.links.new(ramp.outputs["Color"], bsdf.inputs["Base Color"])
+        _, ramp_color = texture_ramp(mat.node_tree, texture, scale, color, color2)
+        mat.node_tree.links.new(ramp_color, bsdf.inputs["Base Color"])
     return mat
 
 
 # ---------------------------------------------------------------- scene
-def add(op, mat: bpy.types.Material, smooth: bool = False, **kwargs) -> bpy.types.Object:
-    op(**kwargs)
-    obj = bpy.context.active_object
-    obj.data.materials.append(mat)
-    if smooth:
-        bpy.ops.object.shade_smooth()
-    return obj
-
-
 def build_scene() -> None:
     """Meshes span about [-0.9, 0.9] x [-0.9, 0.9] x [-0.4, 0.7] (printed by main)."""
     m = bpy.ops.mesh
@@ -140,37 +124,15 @@ def scene_bounds() -> tuple[Vector, Vector]:
 
 
 def setup_render(args: argparse.Namespace) -> bpy.types.Object:
+    """Cycles settings (transparent film, RGBA) and the camera, which it returns."""
     scene = bpy.context.scene
-    r = scene.render
-    r.engine = "CYCLES"
-    scene.cycles.device = "CPU"
-    scene.cycles.samples = args.samples
-    scene.cycles.seed = args.seed
-    scene.cycles.max_bounces = 6
     denoisers = [e.identifier for e in scene.cycles.bl_rna.properties["denoiser"].enum_items]
-    scene.cycles.use_denoising = "OPENIMAGEDENOISE" in denoisers
-    if scene.cycles.use_denoising:
-        scene.cycles.denoiser = "OPENIMAGEDENOISE"
-    else:
+    setup_cycles(args.samples, args.seed, args.threads, args.resolution, args.resolution, transparent=True,
+                 denoise="OPENIMAGEDENOISE" in denoisers)
+    if not scene.cycles.use_denoising:
         print("render_blender: this Blender has no OpenImageDenoise; rendering without denoising")
-    r.threads_mode = "FIXED" if args.threads > 0 else "AUTO"
-    if args.threads > 0:
-        r.threads = args.threads
-    r.use_persistent_data = True  # keep the BVH between views
-    r.resolution_x = r.resolution_y = args.resolution
-    r.resolution_percentage = 100
-    r.film_transparent = True
-    r.image_settings.file_format = "PNG"
-    r.image_settings.color_mode = "RGBA"
-    r.image_settings.color_depth = "8"
-    scene.view_settings.view_transform = "Standard"
-
-    cam = bpy.data.objects.new("camera", bpy.data.cameras.new("camera"))
-    cam.data.lens, cam.data.sensor_width = 50.0, 36.0  # the NeRF-synthetic FOV (0.6911 rad)
-    cam.data.sensor_fit = "HORIZONTAL"  # so camera_angle_x is the horizontal FOV at any aspect
-    scene.collection.objects.link(cam)
-    scene.camera = cam
-    return cam
+    scene.cycles.max_bounces = 6
+    return add_camera(50.0, 36.0)  # the NeRF-synthetic FOV (0.6911 rad)
 
 
 # ---------------------------------------------------------------- cameras
@@ -191,18 +153,6 @@ def camera_dirs(split: str, n: int, seed: int) -> list[Vector]:
     return [direction(TEST_ELEV, 2.0 * math.pi * (i + 0.5) / n) for i in range(n)]  # test: an orbit
 
 
-def look_at_origin(position: Vector) -> Matrix:
-    """Camera-to-world matrix: camera at `position`, -z towards the origin, +y up (world +z up)."""
-    z = position.normalized()
-    x = Vector((0.0, 0.0, 1.0)).cross(z).normalized()
-    y = z.cross(x)
-    m = Matrix.Identity(4)
-    for col, v in enumerate((x, y, z, position)):
-        for row in range(3):
-            m[row][col] = v[row]
-    return m
-
-
 def strip_png_text(path: str) -> None:
     """Drop the PNG text chunks (date, render times) Blender writes, so one-thread reruns give identical files."""
     with open(path, "rb") as f:
@@ -218,21 +168,19 @@ def strip_png_text(path: str) -> None:
 
 
 def render_split(split: str, n: int, cam: bpy.types.Object, args: argparse.Namespace, out: str) -> None:
+    """Render the views of `split` into out/split/r_{i}.png and write out/transforms_{split}.json."""
     os.makedirs(os.path.join(out, split), exist_ok=True)
     frames = []
     for i, d in enumerate(camera_dirs(split, n, args.seed)):
-        cam.matrix_world = look_at_origin(d * args.radius)
-        bpy.context.view_layer.update()
-        bpy.context.scene.render.filepath = os.path.join(out, split, f"r_{i}")  # Blender appends .png
+        path = os.path.join(out, split, f"r_{i}")  # Blender appends .png
         t0 = time.perf_counter()
-        bpy.ops.render.render(write_still=True)
-        strip_png_text(bpy.context.scene.render.filepath + ".png")
+        render_view(cam, look_at(d * args.radius, Vector((0.0, 0.0, 0.0))), path)
+        strip_png_text(path + ".png")
         print(f"render_blender: {split}/r_{i}.png {time.perf_counter() - t0:.2f}s", flush=True)
         frames.append({"file_path": f"./{split}/r_{i}", "rotation": 2.0 * math.pi / max(n, 1),
                        "transform_matrix": [list(row) for row in cam.matrix_world]})
-    meta = {"camera_angle_x": cam.data.angle_x, "frames": frames}
-    with open(os.path.join(out, f"transforms_{split}.json"), "w") as f:
-        json.dump(meta, f, indent=2)
+    write_transforms(os.path.join(out, f"transforms_{split}.json"),
+                     {"camera_angle_x": cam.data.angle_x, "frames": frames})
 
 
 def main() -> None:

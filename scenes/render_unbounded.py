@@ -31,20 +31,19 @@ nerfstudio's `--eval-mode interval --eval-interval 8` holds out every 8th view (
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
+from collections.abc import Iterator
 
 import bpy
 import numpy as np
+from blender_common import add, add_camera, link, look_at, new_material, render_view, setup_cycles, texture_ramp
 from mathutils import Matrix, Vector
 from PIL import Image
-from scene_files import staged_folder
+from scene_files import scratch_folder, staged_folder, write_transforms
 
 CENTRE = Vector((0.0, 0.0, 0.45))  # the orbit's look-at point (the middle of the near objects)
 RADIUS, HEIGHT = 3.6, 1.6  # camera orbit radius (xy) and height above the ground
@@ -73,17 +72,9 @@ def material(name: str, color: tuple, color2: tuple, texture: str, scale: float,
              coords: str = "Object", detail_scale: float = 0.0) -> bpy.types.Material:
     """Principled BSDF whose base colour goes from `color` to `color2` with the Fac of a procedural texture
     (a ShaderNodeTex* node); with `detail_scale` > 0 a fine noise darkens it a little more, for SfM features."""
-    mat = bpy.data.materials.new(name)
-    mat.use_nodes = True
+    mat, bsdf = new_material(name, roughness)
     tree = mat.node_tree
-    bsdf = tree.nodes["Principled BSDF"]
-    bsdf.inputs["Roughness"].default_value = roughness
-    tc, tex, ramp = (tree.nodes.new(t) for t in ("ShaderNodeTexCoord", texture, "ShaderNodeValToRGB"))
-    tex.inputs["Scale"].default_value = scale
-    ramp.color_ramp.elements[0].color, ramp.color_ramp.elements[1].color = (*color, 1.0), (*color2, 1.0)
-    tree.links.new(tc.outputs[coords], tex.inputs["Vector"])
-    tree.links.new(tex.outputs["Fac" if "Fac" in tex.outputs else "Distance"], ramp.inputs["Fac"])  # Voronoi
-    out = ramp.outputs["Color"]
+    tc, out = texture_ramp(tree, texture, scale, color, color2, coords)
     if detail_scale > 0:
         noise, mix = tree.nodes.new("ShaderNodeTexNoise"), tree.nodes.new("ShaderNodeMix")
         noise.inputs["Scale"].default_value = detail_scale
@@ -101,11 +92,8 @@ def material(name: str, color: tuple, color2: tuple, texture: str, scale: float,
 def ground_material() -> bpy.types.Material:
     """Grass-and-sand ground: 1 m checker tiles times a contrasty fine noise, tinted by a large-scale noise, so
     that neighbouring tiles differ (pure checkers repeat, which confuses feature matching)."""
-    mat = bpy.data.materials.new("ground")
-    mat.use_nodes = True
+    mat, bsdf = new_material("ground", 0.9)
     t = mat.node_tree
-    bsdf = t.nodes["Principled BSDF"]
-    bsdf.inputs["Roughness"].default_value = 0.9
     tc = t.nodes.new("ShaderNodeTexCoord")
     checker = t.nodes.new("ShaderNodeTexChecker")
     checker.inputs["Scale"].default_value = 1.0  # Object coordinates in metres: 1 m squares
@@ -125,12 +113,8 @@ def ground_material() -> bpy.types.Material:
     m1.inputs["Factor"].default_value, m2.inputs["Factor"].default_value = 1.0, 0.5
     for node in (checker, fine, coarse):
         t.links.new(tc.outputs["Object"], node.inputs["Vector"])
-    t.links.new(fine.outputs["Fac"], fine_ramp.inputs["Fac"])
-    t.links.new(checker.outputs["Color"], m1.inputs["A"])
-    t.links.new(fine_ramp.outputs["Color"], m1.inputs["B"])
-    t.links.new(m1.outputs["Result"], m2.inputs["A"])
-    t.links.new(coarse.outputs["Color"], m2.inputs["B"])
-    t.links.new(m2.outputs["Result"], bsdf.inputs["Base Color"])
+    link(t, (fine, "Fac", fine_ramp, "Fac"), (checker, "Color", m1, "A"), (fine_ramp, "Color", m1, "B"),
+         (m1, "Result", m2, "A"), (coarse, "Color", m2, "B"), (m2, "Result", bsdf, "Base Color"))
     return mat
 
 
@@ -153,28 +137,32 @@ def world_sky() -> None:
     clouds.inputs["Detail"].default_value = 6.0
     cloud_ramp.color_ramp.elements[0].position, cloud_ramp.color_ramp.elements[1].position = 0.45, 0.65
     mix.data_type = "RGBA"
-    t.links.new(tc.outputs["Generated"], sep.inputs["Vector"])
-    t.links.new(sep.outputs["Z"], grad.inputs["Fac"])
-    t.links.new(tc.outputs["Generated"], clouds.inputs["Vector"])
-    t.links.new(clouds.outputs["Fac"], cloud_ramp.inputs["Fac"])
-    t.links.new(cloud_ramp.outputs["Color"], mix.inputs["Factor"])
-    t.links.new(grad.outputs["Color"], mix.inputs["A"])
     mix.inputs["B"].default_value = (0.95, 0.95, 0.97, 1.0)
-    t.links.new(mix.outputs["Result"], bg.inputs["Color"])
+    link(t, (tc, "Generated", sep, "Vector"), (sep, "Z", grad, "Fac"), (tc, "Generated", clouds, "Vector"),
+         (clouds, "Fac", cloud_ramp, "Fac"), (cloud_ramp, "Color", mix, "Factor"), (grad, "Color", mix, "A"),
+         (mix, "Result", bg, "Color"))
     bpy.context.scene.world = world
 
 
 # ---------------------------------------------------------------- scene
-def add(op, mat: bpy.types.Material, smooth: bool = False, **kwargs) -> bpy.types.Object:
-    op(**kwargs)
-    obj = bpy.context.active_object
-    obj.data.materials.append(mat)
-    if smooth:
-        bpy.ops.object.shade_smooth()
-    return obj
+def materials(prefix: str, specs: list[tuple], detail_scale: float) -> list[bpy.types.Material]:
+    """material() for each (color, color2, texture, scale) in `specs`, named prefix0, prefix1, ..."""
+    return [material(f"{prefix}{i}", c1, c2, tex, s, detail_scale=detail_scale)
+            for i, (c1, c2, tex, s) in enumerate(specs)]
+
+
+def ring(rng: random.Random, n: int, spread: tuple[float, float], r_min: float,
+         r_max: float) -> Iterator[tuple[int, float, float, float]]:
+    """(i, x, y, r) for n seeded spots around the origin, the i-th at azimuth 2 pi (i + U(spread)) / n and radius
+    U(r_min, r_max). Drawn one at a time, so the caller's own draws for spot i come between them."""
+    for i in range(n):
+        az = 2 * math.pi * (i + rng.uniform(*spread)) / n
+        r = rng.uniform(r_min, r_max)
+        yield i, r * math.cos(az), r * math.sin(az), r
 
 
 def build_scene(rng: random.Random) -> None:
+    """The ground, the near, mid-distance and far objects, the sun and the sky."""
     m = bpy.ops.mesh
     add(m.primitive_plane_add, ground_material(), size=4000.0, location=(0, 0, 0))
 
@@ -192,15 +180,12 @@ def build_scene(rng: random.Random) -> None:
     add(m.primitive_cube_add, magic, size=0.35, location=(0.05, -0.05, 0.175), rotation=(0, 0, math.radians(-35)))
 
     # Mid distance: pillars, boxes and balls on a ring of radius 6 to 10 (behind the cameras' orbit of ~3.6).
-    mids = [material(f"mid{i}", c1, c2, tex, s, detail_scale=8.0) for i, (c1, c2, tex, s) in enumerate([
+    mids = materials("mid", [
         ((0.6, 0.6, 0.6), (0.25, 0.2, 0.15), "ShaderNodeTexNoise", 2.0),
         ((0.85, 0.75, 0.5), (0.4, 0.1, 0.1), "ShaderNodeTexWave", 1.5),
         ((0.2, 0.25, 0.5), (0.9, 0.85, 0.6), "ShaderNodeTexChecker", 2.0),
-        ((0.9, 0.5, 0.1), (0.2, 0.1, 0.05), "ShaderNodeTexVoronoi", 3.0)])]
-    for i in range(10):
-        az = 2 * math.pi * (i + rng.uniform(0.2, 0.8)) / 10
-        r = rng.uniform(6.0, 10.0)
-        x, y = r * math.cos(az), r * math.sin(az)
+        ((0.9, 0.5, 0.1), (0.2, 0.1, 0.05), "ShaderNodeTexVoronoi", 3.0)], detail_scale=8.0)
+    for i, x, y, _ in ring(rng, 10, (0.2, 0.8), 6.0, 10.0):
         mat, kind = mids[i % len(mids)], i % 3
         if kind == 0:
             h = rng.uniform(1.5, 3.5)
@@ -215,14 +200,11 @@ def build_scene(rng: random.Random) -> None:
             add(m.primitive_ico_sphere_add, mat, smooth=True, subdivisions=3, radius=s, location=(x, y, s))
 
     # Far: towers and domes at radius 25 to 120 (large, so they cover many pixels at 320x240).
-    fars = [material(f"far{i}", c1, c2, tex, s, detail_scale=1.5) for i, (c1, c2, tex, s) in enumerate([
+    fars = materials("far", [
         ((0.7, 0.65, 0.6), (0.3, 0.3, 0.35), "ShaderNodeTexBrick", 0.5),
         ((0.5, 0.55, 0.6), (0.15, 0.2, 0.25), "ShaderNodeTexNoise", 0.3),
-        ((0.8, 0.3, 0.2), (0.95, 0.85, 0.7), "ShaderNodeTexWave", 0.2)])]
-    for i in range(12):
-        az = 2 * math.pi * (i + rng.uniform(0.1, 0.9)) / 12
-        r = rng.uniform(25.0, 120.0)
-        x, y = r * math.cos(az), r * math.sin(az)
+        ((0.8, 0.3, 0.2), (0.95, 0.85, 0.7), "ShaderNodeTexWave", 0.2)], detail_scale=1.5)
+    for i, x, y, r in ring(rng, 12, (0.1, 0.9), 25.0, 120.0):
         mat = fars[i % len(fars)]
         if i % 2 == 0:
             w, h = r * rng.uniform(0.06, 0.12), r * rng.uniform(0.1, 0.3)
@@ -241,52 +223,21 @@ def build_scene(rng: random.Random) -> None:
 
 
 def setup_render(args: argparse.Namespace) -> bpy.types.Object:
-    scene = bpy.context.scene
-    r = scene.render
-    r.engine = "CYCLES"
-    scene.cycles.device = "CPU"
-    scene.cycles.samples = args.samples
-    scene.cycles.use_adaptive_sampling = False
-    scene.cycles.seed = args.seed
-    scene.cycles.max_bounces = 4
+    """Cycles settings (opaque film: the sky is part of the images, RGB) and the camera, which it returns."""
     import _cycles  # the pip wheel of bpy 4.5 is built with OpenImageDenoise; Debian's Blender is not
-    scene.cycles.use_denoising = bool(getattr(_cycles, "with_openimagedenoise", False))
-    if scene.cycles.use_denoising:
-        scene.cycles.denoiser = "OPENIMAGEDENOISE"
-    else:
+    scene = bpy.context.scene
+    setup_cycles(args.samples, args.seed, args.threads, args.width, args.height, transparent=False,
+                 denoise=bool(getattr(_cycles, "with_openimagedenoise", False)))
+    if not scene.cycles.use_denoising:
         print("render_unbounded: no OpenImageDenoise in this build; rendering without denoising")
-    r.threads_mode = "FIXED" if args.threads > 0 else "AUTO"
-    if args.threads > 0:
-        r.threads = args.threads
-    r.use_persistent_data = True  # keep the BVH between views
-    r.resolution_x, r.resolution_y, r.resolution_percentage = args.width, args.height, 100
-    r.film_transparent = False  # opaque: the sky is part of the images
-    r.image_settings.file_format = "PNG"
-    r.image_settings.color_mode = "RGB"
-    r.image_settings.color_depth = "8"
-    scene.view_settings.view_transform = "Standard"
-
-    cam = bpy.data.objects.new("camera", bpy.data.cameras.new("camera"))
-    cam.data.lens, cam.data.sensor_width, cam.data.sensor_fit = LENS_MM, SENSOR_MM, "HORIZONTAL"
+    scene.cycles.use_adaptive_sampling = False
+    scene.cycles.max_bounces = 4
+    cam = add_camera(LENS_MM, SENSOR_MM)
     cam.data.clip_start, cam.data.clip_end = 0.05, 10000.0
-    scene.collection.objects.link(cam)
-    scene.camera = cam
     return cam
 
 
 # ---------------------------------------------------------------- cameras
-def look_at(position: Vector, target: Vector) -> Matrix:
-    """Camera-to-world matrix: camera at `position`, -z towards `target`, +y up (world +z up)."""
-    z = (position - target).normalized()
-    x = Vector((0.0, 0.0, 1.0)).cross(z).normalized()
-    y = z.cross(x)
-    m = Matrix.Identity(4)
-    for col, v in enumerate((x, y, z, position)):
-        for row in range(3):
-            m[row][col] = v[row]
-    return m
-
-
 def orbit(n: int, rng: random.Random) -> list[Matrix]:
     """n cameras evenly around the centre (in azimuth order), each with seeded jitter."""
     mats = []
@@ -318,32 +269,23 @@ def main() -> None:
     poses = orbit(args.views, rng)
     fl = LENS_MM / SENSOR_MM * args.width  # sensor_fit HORIZONTAL: the sensor width spans the image width
     t0 = time.perf_counter()
-    pngdir = args.keep_png or tempfile.mkdtemp(prefix="render_unbounded_png.")
-    try:
-        with staged_folder(out) as staging:  # an interrupted run leaves `out` as it was
-            for sub in ("images", "images_2"):
-                os.makedirs(os.path.join(staging, sub))
-            os.makedirs(pngdir, exist_ok=True)
-            frames = []
-            for i, c2w in enumerate(poses):
-                name = f"frame_{i + 1:05d}"
-                cam.matrix_world = c2w
-                bpy.context.view_layer.update()
-                bpy.context.scene.render.filepath = os.path.join(pngdir, name + ".png")
-                t1 = time.perf_counter()
-                bpy.ops.render.render(write_still=True)
-                write_jpeg(os.path.join(pngdir, name + ".png"), os.path.join(staging, "images", name + ".jpg"),
-                           os.path.join(staging, "images_2", name + ".jpg"), args.quality)
-                print(f"render_unbounded: {name} {time.perf_counter() - t1:.2f}s", flush=True)
-                frames.append({"file_path": f"images/{name}.jpg",
-                               "transform_matrix": [[round(v, 8) for v in row] for row in c2w]})
-            meta = {"camera_model": "OPENCV", "fl_x": fl, "fl_y": fl, "cx": args.width / 2, "cy": args.height / 2,
-                    "w": args.width, "h": args.height, "k1": 0.0, "k2": 0.0, "p1": 0.0, "p2": 0.0, "frames": frames}
-            with open(os.path.join(staging, "transforms.json"), "w") as f:
-                json.dump(meta, f, indent=2)
-    finally:
-        if not args.keep_png:
-            shutil.rmtree(pngdir, ignore_errors=True)
+    # the PNG renders go to --keep-png or a temporary folder; an interrupted run leaves `out` as it was
+    with scratch_folder(args.keep_png, "render_unbounded_png.") as pngdir, staged_folder(out) as staging:
+        for sub in ("images", "images_2"):
+            os.makedirs(os.path.join(staging, sub))
+        frames = []
+        for i, c2w in enumerate(poses):
+            name = f"frame_{i + 1:05d}"
+            t1 = time.perf_counter()
+            render_view(cam, c2w, os.path.join(pngdir, name + ".png"))
+            write_jpeg(os.path.join(pngdir, name + ".png"), os.path.join(staging, "images", name + ".jpg"),
+                       os.path.join(staging, "images_2", name + ".jpg"), args.quality)
+            print(f"render_unbounded: {name} {time.perf_counter() - t1:.2f}s", flush=True)
+            frames.append({"file_path": f"images/{name}.jpg",
+                           "transform_matrix": [[round(v, 8) for v in row] for row in c2w]})
+        write_transforms(os.path.join(staging, "transforms.json"), {
+            "camera_model": "OPENCV", "fl_x": fl, "fl_y": fl, "cx": args.width / 2, "cy": args.height / 2,
+            "w": args.width, "h": args.height, "k1": 0.0, "k2": 0.0, "p1": 0.0, "p2": 0.0, "frames": frames})
     print(f"render_unbounded: wrote {out} ({args.views} views) in {time.perf_counter() - t0:.1f}s", flush=True)
 
 

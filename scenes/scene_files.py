@@ -1,9 +1,11 @@
-"""Writing a dataset folder whole: the scene scripts build it in a staging folder beside ``out`` and swap it in at
-the end, so an interrupted or failed run leaves ``out`` as it was. Plain Python (the scripts run under Blender's
-or pycolmap's Python, without inr_enc)."""
+"""File handling the scene scripts share: a dataset folder is built in a staging folder beside ``out`` and swapped
+in at the end, so an interrupted or failed run leaves ``out`` as it was; scratch folders are kept only when asked
+for; transforms JSON files are written one way. Plain Python (the scripts run under Blender's or pycolmap's Python,
+without inr_enc)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -29,3 +31,24 @@ def staged_folder(out: str) -> Iterator[str]:
             os.replace(staging, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextmanager
+def scratch_folder(keep: str | None, prefix: str) -> Iterator[str]:
+    """Yield ``keep`` (created if missing), which is left in place, or when ``keep`` is empty a new temporary folder
+    named ``prefix...``, deleted when the block ends."""
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+        yield keep
+        return
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_transforms(path: str, meta: dict) -> None:
+    """Write a transforms JSON file (NeRF-synthetic or nerfstudio-data) as JSON indented by 2."""
+    with open(path, "w") as f:
+        json.dump(meta, f, indent=2)

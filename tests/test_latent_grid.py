@@ -16,14 +16,6 @@ from inr_enc.networks.patch_mlp import PatchMLP
 TINY = {"n_latent_channels": 3, "n_hidden_channels": 2, "n_features": 2, "scale_factors": [2, 1, 1], "n_frequencies": 2}
 
 
-@pytest.fixture
-def one_thread():
-    """Small convs (thousands of them in gradcheck): intra-op threads only add waits on a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def _randomise(module, seed=0):
     gen = torch.Generator().manual_seed(seed)

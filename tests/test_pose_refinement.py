@@ -28,14 +28,8 @@ from inr_enc.nerfstudio.settings import camera_optimizer_mode_for  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_GRID = {"otype": "HashGrid", "n_levels": 8, "log2_hashmap_size": 14, "base_resolution": 8, "per_level_scale": 1.5}
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small batches of small tensor ops: threads only slow them down on a shared machine (5-10x here)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_the_dataparser_settles_auto_pose_refinement_and_a_setting_overrides_it():
