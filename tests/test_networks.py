@@ -84,3 +84,16 @@ def test_field_composes_encoder_and_network():
     assert torch.equal(rebuilt(x), field(x))
     with pytest.raises(ValueError, match="unknown config key 'encoder'"):
         Field(2, 3, {"encoder": {}})
+
+
+def test_inference_in_row_chunks_gives_the_batched_numbers():
+    from inr_enc.networks.mlp import INFERENCE_ROWS
+
+    for activation in ("ReLU", "Sine"):
+        net = MLP(5, 3, {"n_neurons": 32, "n_hidden_layers": 2, "activation": activation, "output_activation": "Sigmoid"})
+        x = torch.rand(2 * INFERENCE_ROWS + 17, 5)
+        with torch.enable_grad():  # one pass over every row (with autograd, never chunked)
+            whole = net(x).detach()
+        with torch.no_grad():
+            chunked = net(x)
+        assert torch.equal(chunked, whole)

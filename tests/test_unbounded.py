@@ -14,6 +14,8 @@ TYPICAL = (0.05, 1000.0, 1 / 256, math.sqrt(3) / 1024, 1e10)  # 2214 boundaries:
 # (227 of min_step up to t = 0.443, then 1986 growing by 1/256 each)
 DISPARITY = (*TYPICAL, math.sqrt(3) / 1024)  # the grid's default: 913 boundaries (the last 1 / (d t) from t = 2.3)
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
+
 
 def loop_steps(near, far, cone_angle, min_step, max_step, disparity_step=0.0):
     """The recursion, one step at a time, with the disparity step written as 1 / t falling by d (the reference)."""
@@ -24,14 +26,6 @@ def loop_steps(near, far, cone_angle, min_step, max_step, disparity_step=0.0):
         t.append(min(x + min(max(x * cone_angle, min_step, disparity), max_step), far))
     return torch.tensor(t, dtype=torch.float64)
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These tests run many small tensor ops, which threads only slow down on a shared machine (25x here)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def unit(v):
@@ -290,3 +284,17 @@ def test_sampled_features_are_the_density_pass_at_the_kept_samples(contracted):
     none = grid.sample(origins, -directions * 0 + torch.tensor([0.0, 0.0, 1.0]), *step, with_features,
                        features=True, clip=(torch.zeros(32), torch.zeros(32)))
     assert len(none) == 4 and len(none[0]) == 0 and none[3].numel() == 0
+
+
+def test_normalized_distance_spaces_the_steps_evenly():
+    grid = ContractedOccupancyGrid(scale=2.0, resolution=8)
+    bounds = grid.steps()
+    k = len(bounds) - 1
+    s = grid.normalized_distance(bounds)
+    torch.testing.assert_close(s, torch.arange(k + 1, dtype=torch.float64) / k, rtol=0, atol=1e-12)
+    middles = grid.normalized_distance((bounds[:-1] + bounds[1:]) / 2)  # halfway through each step
+    torch.testing.assert_close(middles, (torch.arange(k, dtype=torch.float64) + 0.5) / k, rtol=0, atol=1e-12)
+    far_beyond = grid.normalized_distance(torch.tensor([0.0, 1e12]))  # before near, beyond the last boundary
+    assert far_beyond.tolist() == [0.0, 1.0]
+    box = OccupancyGrid(torch.tensor([[-1.0, -2.0, -2.0], [1.0, 2.0, 2.0]]))  # diagonal 6
+    assert box.normalized_distance(torch.tensor(3.0)).item() == pytest.approx(0.5)

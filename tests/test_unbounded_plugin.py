@@ -47,7 +47,7 @@ def test_a_contracted_model_learns_the_sky_as_density_beyond_the_box():
     config = InrNerfModelConfig(scene_contraction="linf", encoding=dict(SMALL_GRID), grid_resolution=16,
                                 grid_update_every=4, background_color="white")
     model = config.setup(scene_box=SceneBox(torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1)
-    assert model.contraction == "linf" and model.field.contraction == "linf"
+    assert model.field.contraction == "linf"
     model.train()
     optimizer = torch.optim.Adam([p for group in model.get_param_groups().values() for p in group], lr=1e-2, eps=1e-15)
     callbacks = model.get_training_callbacks(None)
@@ -133,3 +133,19 @@ def test_rendering_reuses_the_density_pass_and_matches_the_full_field(contractio
     assert len(rays) > 64
     assert torch.allclose(outputs["rgb"], rgb + (1 - opacity) * model.background, atol=1e-5)
     assert torch.allclose(outputs["accumulation"], opacity, atol=1e-5)
+
+
+def test_distortion_loss_is_weighted_into_training_only():
+    torch.manual_seed(2)
+    config = InrNerfModelConfig(scene_contraction="linf", encoding=dict(SMALL_GRID), grid_resolution=16,
+                                distortion_loss_mult=0.5)
+    model = config.setup(scene_box=SceneBox(torch.tensor([[-1.0] * 3, [1.0] * 3])), num_train_data=1)
+    bundle, target = _rays(3, n=32)
+    outputs = model.get_outputs(bundle)
+    losses = model.get_loss_dict(outputs, {"image": target})
+    assert outputs["distortion"].shape == (32,) and bool((outputs["distortion"] >= 0).all())
+    assert torch.allclose(losses["distortion_loss"], 0.5 * outputs["distortion"].mean())
+    assert float(outputs["distortion"].max()) > 0  # an untrained field spreads every ray's weight
+    model.eval()
+    with torch.no_grad():
+        assert "distortion" not in model.get_outputs(bundle)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from inr_enc.nerf.occupancy import OccupancyGrid, ray_box_intersection
-from inr_enc.nerf.volume_rendering import accumulate, optical_depth_before, render_weights
+from inr_enc.nerf.volume_rendering import accumulate, distortion, render_weights, sum_before
 
 
 def packed_example(seed=0, n_rays=7):
@@ -34,11 +34,36 @@ def test_weights_match_a_per_ray_loop():
     assert totals[2] == 0 and bool((totals <= 1 + 1e-12).all())
 
 
+def test_distortion_matches_the_double_sum():
+    ray_indices, sigmas, deltas, n = packed_example(seed=3)
+    weights, _ = render_weights(sigmas, deltas, ray_indices, n)
+    starts = torch.zeros_like(deltas)
+    for ray in range(n):  # each ray's intervals back to back from a random start, as a sampler gives them
+        rows = (ray_indices == ray).nonzero().flatten()
+        starts[rows] = 0.1 * ray + torch.cumsum(deltas[rows], 0) - deltas[rows]
+    ends = starts + deltas
+    loss = distortion(weights, starts, ends, ray_indices, n)
+    for ray in range(n):
+        rows = (ray_indices == ray).nonzero().flatten().tolist()
+        w = [weights[i].item() for i in rows]
+        m = [(starts[i].item() + ends[i].item()) / 2 for i in rows]
+        expected = sum(w[a] * w[b] * abs(m[a] - m[b]) for a in range(len(rows)) for b in range(len(rows)))
+        expected += sum(w[a] ** 2 * deltas[i].item() / 3 for a, i in enumerate(rows))
+        assert loss[ray].item() == pytest.approx(expected, rel=1e-12, abs=1e-15)
+    assert loss[2] == 0
+    # weight in one interval is the least distortion a ray of that weight can have; spread out, it grows
+    one = distortion(torch.tensor([0.0, 1.0, 0.0]), torch.tensor([0.0, 0.1, 0.2]), torch.tensor([0.1, 0.2, 0.3]),
+                     torch.zeros(3, dtype=torch.int64), 1)
+    spread = distortion(torch.full((3,), 1 / 3), torch.tensor([0.0, 0.1, 0.2]), torch.tensor([0.1, 0.2, 0.3]),
+                        torch.zeros(3, dtype=torch.int64), 1)
+    assert one.item() == pytest.approx(0.1 / 3) and spread.item() > one.item()
+
+
 def test_optical_depth_stays_exact_after_long_lists():
     # a million earlier samples with large tau: float32 cumulative sums would lose the small per-ray values
     tau = torch.cat([torch.full((1_000_000,), 50.0), torch.tensor([1e-3, 2e-3, 4e-3])])
     ray_indices = torch.cat([torch.arange(1_000_000), torch.full((3,), 1_000_000)])
-    before = optical_depth_before(tau, ray_indices, 1_000_001)
+    before = sum_before(tau, ray_indices, 1_000_001)
     assert before[-3:].tolist() == pytest.approx([0.0, 1e-3, 3e-3], abs=1e-7)  # float32 sums: off by ~4
 
 

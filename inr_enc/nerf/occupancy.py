@@ -20,10 +20,11 @@ from torch.nn import functional as F
 
 from ..ops.precision import wide_dtype
 from ..ops.ranks import max_over_ranks
-from .volume_rendering import optical_depth_before
+from .volume_rendering import sum_before
 
 CHUNK = 1 << 18  # points per density evaluation during an update
 COARSE = 8  # fine cells per coarse cell along each axis (the coarse pass that skips empty space)
+MAX_WINDOW_GROWTH = 16  # marching windows grow up to this many times the first as rays finish (see march)
 # One window of marching (see march): (row into the A marching rays [S], sorted; points [S, 3]; interval lengths
 # [S]; per-sample payload tensors [S] returned with the samples; [A] bool, whether the ray has steps after it).
 Window = tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor]
@@ -118,6 +119,11 @@ class OccupancyGrid(nn.Module):
         lo, hi = self.aabb[0], self.aabb[1]
         return lo + (self.cell_coordinates(cells) + jitter) / self.resolution * (hi - lo)
 
+    def normalized_distance(self, t: torch.Tensor) -> torch.Tensor:
+        """t [...] (distance along unit-direction rays) -> [...] t in units of the box's diagonal: the s in which
+        the samples are evenly spaced (the distortion loss's, :func:`..volume_rendering.distortion`)."""
+        return t / (self.aabb[1] - self.aabb[0]).norm()
+
     def _update_bounds(self) -> None:
         """Refresh what marching reads besides ``occupied``: the occupied bounding box, and the coarse grid (a
         coarse cell is marked when it or one of its 26 neighbours holds an occupied fine cell)."""
@@ -190,7 +196,7 @@ class OccupancyGrid(nn.Module):
     @torch.no_grad()
     def sample(self, origins: torch.Tensor, directions: torch.Tensor, step_size: float,
                density_fn: DensityFn | None = None, early_stop_eps: float = 1e-4,
-               alpha_threshold: float = 0.0, jitter: bool = False, window: int = 64,
+               alpha_threshold: float = 0.0, jitter: bool = False, window: int = 16,
                generator: torch.Generator | None = None, clip: tuple[torch.Tensor, torch.Tensor] | None = None,
                features: bool = False) -> tuple[torch.Tensor, ...]:
         """Samples every ``step_size`` along each ray through the occupied bounding box, in occupied cells.
@@ -200,7 +206,7 @@ class OccupancyGrid(nn.Module):
         points near + (k + offset) step_size, near where the ray enters the occupied box; ``jitter``: offset
         uniform in [0, 1) per ray (training), else 0.5. A coarse pass first skips stretches that cannot meet an
         occupied cell. With ``density_fn`` (world points [P, 3] -> density [P] or [P, 1]) rays are marched
-        ``window`` steps at a time, front to back, and a sample is kept only while the transmittance before it
+        front to back, ``window`` steps at a time at first (:func:`march`), and a sample is kept only while the transmittance before it
         exceeds ``early_stop_eps`` and its opacity 1 - exp(-density * step) exceeds ``alpha_threshold``; a ray
         stops once its transmittance falls below early_stop_eps (Instant-NGP's early ray termination).
         ``clip``: (near [N], far [N]) limits on t besides the occupied box (e.g. a crop box). ``features``:
@@ -222,9 +228,9 @@ class OccupancyGrid(nn.Module):
         first_steps = torch.floor((start - near) / step_size).clamp_min(0).long()  # keeps the points of near's grid
         alive = (end > start).nonzero().squeeze(1)  # rays still marching, ascending
 
-        def window_of(alive: torch.Tensor, first: torch.Tensor) -> Window:
+        def window_of(alive: torch.Tensor, first: torch.Tensor, count: int) -> Window:
             return self._window(origins[alive], directions[alive], near[alive], end[alive], offset[alive], first,
-                                window, step_size)
+                                count, step_size)
 
         rays, (t, *kept_features) = march(n, alive, first_steps, window, window_of, density_fn, early_stop_eps,
                                           alpha_threshold, origins.new_zeros(0), n_payload=1, features=features)
@@ -235,12 +241,15 @@ DensityFn = Callable[[torch.Tensor], "torch.Tensor | tuple[torch.Tensor, torch.T
 
 
 def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int,
-          window_of: Callable[[torch.Tensor, torch.Tensor], Window], density_fn: DensityFn | None,
+          window_of: Callable[[torch.Tensor, torch.Tensor, int], Window], density_fn: DensityFn | None,
           early_stop_eps: float, alpha_threshold: float, empty: torch.Tensor, n_payload: int,
           features: bool = False) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-    """Front-to-back marching of n rays, ``window`` steps at a time, with early ray termination (shared by the
-    grids' ``sample``). alive: the marching rays, ascending; first_steps [n] int64: each ray's next step (advanced
-    in place); window_of(alive, first_steps[alive]) -> a :data:`Window`. With density_fn, a sample is kept only
+    """Front-to-back marching of n rays with early ray termination (shared by the grids' ``sample``), a window of
+    steps at a time: ``window`` steps while all rays march, then window * (rays at the start / rays still
+    marching), at most MAX_WINDOW_GROWTH times that, so the work per pass stays about even and a ray that stops
+    early wastes few density evaluations beyond its end (Instant-NGP's rule for steps between compactions).
+    alive: the marching rays, ascending; first_steps [n] int64: each ray's next step (advanced in place);
+    window_of(alive, first_steps[alive], steps) -> a :data:`Window`. With density_fn, a sample is kept only
     while the optical depth before it is below -log(early_stop_eps) and its opacity 1 - exp(-density * length)
     exceeds alpha_threshold; a ray stops once its optical depth reaches -log(early_stop_eps). ``features``:
     density_fn returns (density, features [P, C]), and the kept samples' features are one more payload (so a
@@ -251,8 +260,10 @@ def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int,
     depth = torch.zeros(n, dtype=wide_dtype(device), device=device)  # optical depth so far, per ray
     found_rays: list[torch.Tensor] = []
     found: list[tuple[torch.Tensor, ...]] = []
+    n_start = max(len(alive), 1)
     while len(alive):
-        rows, points, lengths, payload, more = window_of(alive, first_steps[alive])
+        count = window * min(max(n_start // len(alive), 1), MAX_WINDOW_GROWTH)
+        rows, points, lengths, payload, more = window_of(alive, first_steps[alive], count)
         rays = alive[rows]
         if density_fn is not None:
             density = density_fn(points)
@@ -260,13 +271,13 @@ def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int,
                 density, point_features = density
                 payload = (*payload, point_features)
             tau = density.reshape(-1).to(depth.dtype) * lengths.to(depth.dtype)
-            before = depth[rays] + optical_depth_before(tau, rays, n)
+            before = depth[rays] + sum_before(tau, rays, n)
             keep = (before < max_depth) & (1 - torch.exp(-tau) > alpha_threshold)
             depth.index_add_(0, rays, tau)
             rays, payload = rays[keep], tuple(p[keep] for p in payload)
         found_rays.append(rays)
         found.append(payload)
-        first_steps[alive] += window
+        first_steps[alive] += count
         alive = alive[more & (depth[alive] < max_depth)]
     if not found_rays:
         return empty.long(), (empty,) * (n_payload + features)

@@ -142,6 +142,16 @@ class ContractedOccupancyGrid(OccupancyGrid):
         t = cone_steps(self.near, self.far, self.cone_angle, self.min_step, self.max_step, self.disparity_step)
         return torch.cat([t, 2 * t[-1:] - t[-2:-1]])
 
+    def normalized_distance(self, t: torch.Tensor) -> torch.Tensor:
+        """t [...] (distance along unit-direction rays) -> [...] s in [0, 1]: the position among the :meth:`steps`
+        boundaries, linear within each step (boundary k at k / K), so every step spans the same s, as mip-NeRF
+        360's s spaces its samples (the distortion loss's s)."""
+        bounds = self.steps().to(t.device, wide_dtype(t.device))
+        wide = t.to(bounds.dtype)
+        k = (torch.searchsorted(bounds, wide.reshape(-1), right=True) - 1).clamp(0, len(bounds) - 2).view(t.shape)
+        within = (wide - bounds[k]) / (bounds[k + 1] - bounds[k])
+        return ((k + within.clamp(0, 1)) / (len(bounds) - 1)).to(t.dtype)
+
     def to_grid(self, points: torch.Tensor) -> torch.Tensor:
         """points: [..., 3] world -> [..., 3] contracted points (norm < 2)."""
         return contract((points - self.center) / self.scale, self.norm)
@@ -220,7 +230,7 @@ class ContractedOccupancyGrid(OccupancyGrid):
     @torch.no_grad()
     def sample(self, origins: torch.Tensor, directions: torch.Tensor,  # type: ignore[override]
                density_fn: DensityFn | None = None, early_stop_eps: float = 1e-4,
-               alpha_threshold: float = 0.0, jitter: bool = False, window: int = 64,
+               alpha_threshold: float = 0.0, jitter: bool = False, window: int = 16,
                generator: torch.Generator | None = None, clip: tuple[torch.Tensor, torch.Tensor] | None = None,
                features: bool = False) -> tuple[torch.Tensor, ...]:
         """Samples along each ray on the :func:`cone_steps` boundaries, in occupied cells.
@@ -230,8 +240,8 @@ class ContractedOccupancyGrid(OccupancyGrid):
         ``jitter`` the intervals are the cone_steps intervals [t_k, t_{k+1}] whose start lies in [near, far) (all
         K of them by default); with it, each ray's intervals are shifted by a uniform fraction u in [0, 1) of
         their length (training), [t_k + u (t_{k+1} - t_k), t_{k+1} + u (t_{k+2} - t_{k+1})], still contiguous. An
-        interval is kept where its midpoint lies in an occupied cell. Marching is front to back, ``window`` steps
-        at a time for all rays together; with ``density_fn`` (world points [P, 3] -> density [P] or [P, 1]) a
+        interval is kept where its midpoint lies in an occupied cell. Marching is front to back for all rays
+        together, ``window`` steps at a time at first (:func:`.occupancy.march`); with ``density_fn`` (world points [P, 3] -> density [P] or [P, 1]) a
         sample is kept only while the transmittance before it exceeds ``early_stop_eps`` and its opacity
         1 - exp(-density * (t_end - t_start)) exceeds ``alpha_threshold``, and a ray stops once its transmittance
         falls below early_stop_eps. ``clip``: (near [N], far [N]) per-ray limits within the grid's [near, far].
@@ -251,9 +261,9 @@ class ContractedOccupancyGrid(OccupancyGrid):
         offset = torch.rand(n, device=device, dtype=dtype, generator=generator) if jitter else None
         alive = (far > near).nonzero().squeeze(1)
 
-        def window_of(alive: torch.Tensor, first: torch.Tensor) -> Window:
+        def window_of(alive: torch.Tensor, first: torch.Tensor, count: int) -> Window:
             return self._window(origins[alive], directions[alive], near[alive], far[alive],
-                                None if offset is None else offset[alive], first, window, bounds)
+                                None if offset is None else offset[alive], first, count, bounds)
 
         rays, payload = march(n, alive, first, window, window_of, density_fn, early_stop_eps, alpha_threshold,
                               origins.new_zeros(0), n_payload=2, features=features)

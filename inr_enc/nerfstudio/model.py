@@ -30,7 +30,7 @@ from nerfstudio.models.base_model import Model, ModelConfig
 from torch import nn
 from torch.profiler import record_function
 
-from ..nerf.volume_rendering import accumulate, render_weights
+from ..nerf.volume_rendering import accumulate, distortion, render_weights
 from ..ops.ranks import mean_over_ranks
 from ..ops.schedules import set_training_step
 from ..optim import grid_tables
@@ -90,6 +90,9 @@ class InrNerfModelConfig(ModelConfig):
     train_alpha_threshold: Optional[float] = None
     """The same while training; default 0 on bounded scenes (Instant-NGP), 0.01 on unbounded ones (nerfacc's
     mip-NeRF 360 setting: about 1.5x the rays per batch of samples early on, docs/nerf.md)."""
+    distortion_loss_mult: float = 0.0
+    """Weight of mip-NeRF 360's distortion loss (each ray's weights pulled into one short stretch, in the grid's
+    normalised distance); nerfacto: 0.002."""
     scene_contraction: Literal["auto", "none", "l2", "linf"] = "auto"
     """Unbounded scenes: space beyond the scene box contracted (mip-NeRF 360; "linf" is nerfacto's cube), sampled
     with cone-angle steps, the sky learnt as far density. "auto": "none" for blender-data and dnerf-data, "linf" for
@@ -129,6 +132,7 @@ class InrNerfModelConfig(ModelConfig):
                   "0 <= train_alpha_threshold < 1": self.train_alpha_threshold is None
                   or 0 <= self.train_alpha_threshold < 1,
                   "appearance_embedding_dim >= 0": self.appearance_embedding_dim >= 0,
+                  "distortion_loss_mult >= 0": self.distortion_loss_mult >= 0,
                   **camera_optimizer_rules(self.camera_optimizer)}
         failed = [rule for rule, ok in checks.items() if not ok]
         if failed:
@@ -152,18 +156,18 @@ class InrNerfModel(Model):
         super().populate_modules()
         cfg = self.config
         aabb = self.scene_box.aabb.float()
-        self.contraction = None if cfg.scene_contraction in ("auto", "none") else cfg.scene_contraction
+        contraction = None if cfg.scene_contraction in ("auto", "none") else cfg.scene_contraction
         self.field = EncodedRadianceField(aabb, cfg.encoding, cfg.network, cfg.direction_encoding, cfg.color_network,
-                                          cfg.geo_feat_dim, cfg.backend, self.contraction,
+                                          cfg.geo_feat_dim, cfg.backend, contraction,
                                           cfg.appearance_embedding_dim, self.num_train_data)
         poses = replace(cfg.camera_optimizer, mode="off") if cfg.camera_optimizer.mode == "auto" else cfg.camera_optimizer
         self.camera_optimizer: CameraOptimizer = poses.setup(num_cameras=self.num_train_data, device="cpu")
         self.train_alpha_threshold = cfg.train_alpha_threshold
         if self.train_alpha_threshold is None:
-            self.train_alpha_threshold = 0.0 if self.contraction is None else UNBOUNDED_TRAIN_ALPHA_THRESHOLD
+            self.train_alpha_threshold = 0.0 if contraction is None else UNBOUNDED_TRAIN_ALPHA_THRESHOLD
         diagonal = float((aabb[1] - aabb[0]).norm())
         self.step_size = cfg.render_step_size if cfg.render_step_size is not None else diagonal / 512
-        self.occupancy = build_grid(aabb, self.contraction, cfg.grid_resolution, cfg.occupancy_threshold,
+        self.occupancy = build_grid(aabb, contraction, cfg.grid_resolution, cfg.occupancy_threshold,
                                     cfg.grid_warmup_steps, self.step_size)
         self.register_buffer("background", torch.full((3,), 1.0 if cfg.background_color == "white" else 0.0))
         self.extra_metrics = {"lpips": lpips_if_weights_on_disk()}  # a plain dict: not part of the state dict
@@ -230,7 +234,11 @@ class InrNerfModel(Model):
             rgb, opacity, depth = accumulate(weights[:, None] * per_sample, ray_indices, n).split([3, 1, 1], -1)
         background = renderers.BACKGROUND_COLOR_OVERRIDE  # set by the viewer around crop renders
         background = self.background if background is None else background.to(rgb)
-        return {
+        extra = {}
+        if self.training and self.config.distortion_loss_mult > 0:
+            distance = self.occupancy.normalized_distance
+            extra["distortion"] = distortion(weights, distance(starts), distance(ends), ray_indices, n)
+        return {**extra,
             "rgb": rgb + (1 - opacity) * background,
             "accumulation": opacity,
             "depth": depth / opacity.clamp_min(1e-10),
@@ -272,6 +280,8 @@ class InrNerfModel(Model):
                       metrics_dict: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
         losses = {"rgb_loss": torch.mean((outputs["rgb"] - self._target_image(batch["image"])) ** 2)}
         if self.training:
+            if "distortion" in outputs:
+                losses["distortion_loss"] = self.config.distortion_loss_mult * outputs["distortion"].mean()
             self.camera_optimizer.get_loss_dict(losses)  # the pose adjustments' L2 penalty
         return losses
 

