@@ -7,23 +7,21 @@
 Exit codes: 0 done; 2 bad input or an --out that cannot be written (one line on stderr, nothing in --out changed);
 3 training diverged (a non-finite
 loss: the last good checkpoint is kept); 130 Ctrl-C or SIGTERM (a running fit saves its checkpoint first).
-Only argparse, signal and the light ``fitting.stops`` are imported before ``main`` installs its signal handling;
+Only argparse and light modules (``fitting.stops`` holds the signal handling) load before ``main`` installs it;
 torch and the rest load inside it.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .config import load_config
 from .config.memory import memory_limit_set
 from .fitting.run_folder import CHECKPOINT, CONFIG, check_target
-from .fitting.stops import Diverged, Interrupted
+from .fitting.stops import Diverged, Interrupted, interrupts_noted
 
 if TYPE_CHECKING:
     import torch
@@ -134,18 +132,9 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
                        overwrite=args.overwrite)
 
 
-def _terminated(signum: int, frame: Any) -> NoReturn:
-    raise KeyboardInterrupt  # SIGTERM as Ctrl-C: the fit loop defers both to the end of its step
-
-
 def main(argv: list[str] | None = None) -> int:
-    on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminated) if on_main_thread else None
-    try:
+    with interrupts_noted():  # SIGTERM as Ctrl-C; the fit loop defers both to the end of its step
         return _main(argv)
-    finally:
-        if on_main_thread:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def _main(argv: list[str] | None) -> int:

@@ -90,10 +90,12 @@ def test_inference_in_row_chunks_gives_the_batched_numbers():
     from inr_enc.networks.mlp import INFERENCE_ROWS
 
     for activation in ("ReLU", "Sine"):
-        net = MLP(5, 3, {"n_neurons": 32, "n_hidden_layers": 2, "activation": activation, "output_activation": "Sigmoid"})
+        config = {"n_neurons": 32, "n_hidden_layers": 2, "activation": activation, "output_activation": "Sigmoid"}
+        net = MLP(5, 3, config)
         x = torch.rand(2 * INFERENCE_ROWS + 17, 5)
         with torch.enable_grad():  # one pass over every row (with autograd, never chunked)
             whole = net(x).detach()
         with torch.no_grad():
             chunked = net(x)
-        assert torch.equal(chunked, whole)
+        # the same arithmetic per row; BLAS may block a matmul differently for another row count (last bits)
+        torch.testing.assert_close(chunked, whole, rtol=1e-6, atol=1e-7)

@@ -265,3 +265,23 @@ def test_a_resume_stopped_before_its_first_checkpoint_changes_nothing(tmp_path, 
     code, err = fit(capsys, "image", "--resume", out, "--steps", 20)
     assert code == 130 and one_line(err), err
     assert snapshot(out) == before  # config.yaml keeps its steps until a checkpoint of the longer run exists
+
+
+def test_a_signal_a_library_swallowed_is_raised_again_before_the_run_folder():
+    import os
+
+    from inr_enc.fitting.stops import interrupts_noted, raise_if_interrupted
+
+    before = signal.getsignal(signal.SIGTERM)
+    with interrupts_noted():
+        raise_if_interrupted()  # nothing received yet
+        try:  # a library catching the KeyboardInterrupt raised inside it
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        with pytest.raises(KeyboardInterrupt):
+            raise_if_interrupted()
+    assert signal.getsignal(signal.SIGTERM) is before  # the previous handler is back
+    with interrupts_noted():
+        raise_if_interrupted()  # a new block starts clean

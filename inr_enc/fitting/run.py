@@ -23,7 +23,7 @@ from .image import ImageTask
 from .loop import FitState, Fitter
 from .outputs import OUTPUT_FILES, model_size_metrics, write_curve, write_metrics
 from .run_folder import RunFolder
-from .stops import Interrupted
+from .stops import Interrupted, raise_if_interrupted
 
 TASKS = {"image": ImageTask, "audio": AudioTask}
 
@@ -48,6 +48,7 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
         cpu_extension()
         if training["lazy_tables"]:
             lazy_adam_extension()
+    raise_if_interrupted()  # a signal a library swallowed while loading: nothing written yet
     with RunFolder(out, OUTPUT_FILES, resume=resume, overwrite=overwrite) as folder:
         fitter = Fitter(model, task.problem(), training, run["seed"], folder, device, run)
         if resume:

@@ -3,6 +3,42 @@ can catch them around its first imports)."""
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+_signals: list[int] = []  # SIGINT/SIGTERM received within interrupts_noted()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    _signals.append(signum)
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def interrupts_noted() -> Iterator[None]:
+    """Within the block (on the main thread), SIGINT and SIGTERM raise KeyboardInterrupt (SIGTERM as Ctrl-C) and
+    are noted for :func:`raise_if_interrupted`; the previous handlers come back after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _signals.clear()
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def raise_if_interrupted() -> None:
+    """KeyboardInterrupt if a signal came in within :func:`interrupts_noted`, so a library that swallowed the one
+    raised while it ran (while torch or a kernel loads) cannot make inr-fit miss it."""
+    if _signals:
+        raise KeyboardInterrupt
+
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM stopped a fit after its checkpoint was saved: ``--resume`` continues it."""

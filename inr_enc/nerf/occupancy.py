@@ -201,16 +201,17 @@ class OccupancyGrid(nn.Module):
                features: bool = False) -> tuple[torch.Tensor, ...]:
         """Samples every ``step_size`` along each ray through the occupied bounding box, in occupied cells.
 
-        origins, directions: [N, 3] (unit directions make t metric; none may be zero) -> packed (ray_indices [M] int64, sorted, each
-        ray's samples in order of t; t_starts [M]; t_ends [M]): intervals of length step_size centred on the
-        points near + (k + offset) step_size, near where the ray enters the occupied box; ``jitter``: offset
-        uniform in [0, 1) per ray (training), else 0.5. A coarse pass first skips stretches that cannot meet an
-        occupied cell. With ``density_fn`` (world points [P, 3] -> density [P] or [P, 1]) rays are marched
-        front to back, ``window`` steps at a time at first (:func:`march`), and a sample is kept only while the transmittance before it
-        exceeds ``early_stop_eps`` and its opacity 1 - exp(-density * step) exceeds ``alpha_threshold``; a ray
-        stops once its transmittance falls below early_stop_eps (Instant-NGP's early ray termination).
-        ``clip``: (near [N], far [N]) limits on t besides the occupied box (e.g. a crop box). ``features``:
-        density_fn returns (density, features [P, C]) and the kept samples' features [M, C] come fourth (a
+        origins, directions: [N, 3] (unit directions make t metric; none may be zero) -> packed (ray_indices [M]
+        int64, sorted, each ray's samples in order of t; t_starts [M]; t_ends [M]): intervals of length step_size
+        centred on the points near + (k + offset) step_size, near where the ray enters the occupied box;
+        ``jitter``: offset uniform in [0, 1) per ray (training), else 0.5. A coarse pass first skips stretches that
+        cannot meet an occupied cell. With ``density_fn`` (world points [P, 3] -> density [P] or [P, 1]) rays are
+        marched front to back, ``window`` steps at a time at first (:func:`march`), and a sample is kept only
+        while the transmittance before it exceeds ``early_stop_eps`` and its opacity 1 - exp(-density * step)
+        exceeds ``alpha_threshold``; a ray stops once its transmittance falls below early_stop_eps (Instant-NGP's
+        early ray termination). ``clip``: (near [N], far [N]) limits on t besides the occupied box (e.g. a crop
+        box). ``features``: density_fn returns (density, features [P, C]) and the kept samples' features [M, C]
+        come fourth (a
         renderer's reuse, :func:`march`).
         """
         if step_size <= 0 or not math.isfinite(step_size):

@@ -241,10 +241,11 @@ class ContractedOccupancyGrid(OccupancyGrid):
         K of them by default); with it, each ray's intervals are shifted by a uniform fraction u in [0, 1) of
         their length (training), [t_k + u (t_{k+1} - t_k), t_{k+1} + u (t_{k+2} - t_{k+1})], still contiguous. An
         interval is kept where its midpoint lies in an occupied cell. Marching is front to back for all rays
-        together, ``window`` steps at a time at first (:func:`.occupancy.march`); with ``density_fn`` (world points [P, 3] -> density [P] or [P, 1]) a
-        sample is kept only while the transmittance before it exceeds ``early_stop_eps`` and its opacity
-        1 - exp(-density * (t_end - t_start)) exceeds ``alpha_threshold``, and a ray stops once its transmittance
-        falls below early_stop_eps. ``clip``: (near [N], far [N]) per-ray limits within the grid's [near, far].
+        together, ``window`` steps at a time at first (:func:`.occupancy.march`); with ``density_fn`` (world
+        points [P, 3] -> density [P] or [P, 1]) a sample is kept only while the transmittance before it exceeds
+        ``early_stop_eps`` and its opacity 1 - exp(-density * (t_end - t_start)) exceeds ``alpha_threshold``, and
+        a ray stops once its transmittance falls below early_stop_eps. ``clip``: (near [N], far [N]) per-ray
+        limits within the grid's [near, far].
         ``features``: as :meth:`OccupancyGrid.sample` (the kept samples' features from density_fn come fourth).
         """
         check_sample_arguments(origins, directions, early_stop_eps, alpha_threshold, window)

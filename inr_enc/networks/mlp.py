@@ -106,8 +106,8 @@ class MLP(Network):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., n_input_dims] -> [..., n_output_dims], in the dtype of the weights. Without autograd, large
-        batches run INFERENCE_ROWS rows at a time (the same numbers; each layer's activations then stay in cache,
-        2-3x faster on CPU for hundreds of thousands of rows)."""
+        batches run INFERENCE_ROWS rows at a time (the same numbers up to float rounding; each layer's activations
+        then stay in cache, 2-3x faster on CPU for hundreds of thousands of rows)."""
         if torch.is_grad_enabled() or x.dim() != 2 or len(x) <= INFERENCE_ROWS:
             return self._layers(x)
         out = [self._layers(x[i:i + INFERENCE_ROWS]) for i in range(0, len(x), INFERENCE_ROWS)]
