@@ -51,9 +51,9 @@ def distortion(weights: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, 
     """mip-NeRF 360's distortion loss (Barron et al. 2022, eq. 15) per ray: weights, starts, ends [M] (the
     intervals in a normalised distance s, each ray's in order, not overlapping) -> [n_rays],
     sum_{i,j} w_i w_j |m_i - m_j| + 1/3 sum_i w_i^2 (e_i - s_i), m the midpoints. Small when each ray's weight
-    sits in one short stretch: it pulls floaters and fog into surfaces. O(M) by the paper's rewrite of the double
-    sum through prefix sums: 2 sum_i w_i (m_i W_i - (wm)_i), W_i and (wm)_i the sums of w and w m over the ray's
-    earlier samples."""
+    sits in one short stretch: it pulls floaters and fog into surfaces. O(M): with each ray's midpoints in order, the
+    double sum is 2 sum_i w_i (m_i W_i - (wm)_i), W_i and (wm)_i the sums of w and w m over the ray's earlier
+    samples."""
     midpoints = (starts + ends) / 2
     weight_before = sum_before(weights, ray_indices, n_rays)
     moment_before = sum_before(weights * midpoints, ray_indices, n_rays)

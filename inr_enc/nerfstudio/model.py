@@ -236,8 +236,8 @@ class InrNerfModel(Model):
         background = self.background if background is None else background.to(rgb)
         extra = {}
         if self.training and self.config.distortion_loss_mult > 0:
-            distance = self.occupancy.normalized_distance
-            extra["distortion"] = distortion(weights, distance(starts), distance(ends), ray_indices, n)
+            s_starts, s_ends = self.occupancy.normalized_distance(torch.stack([starts, ends]))  # one steps() call
+            extra["distortion"] = distortion(weights, s_starts, s_ends, ray_indices, n)
         return {**extra,
             "rgb": rgb + (1 - opacity) * background,
             "accumulation": opacity,
