@@ -7,8 +7,6 @@ checkpointed with the model, optimiser and schedule, so a resumed run continues 
 from __future__ import annotations
 
 import math
-import signal
-import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -22,7 +20,7 @@ from ..metrics import psnr
 from ..ops.schedules import set_training_step
 from ..optim import GridAdam
 from .run_folder import CHECKPOINT, RunFolder, write_config
-from .stops import Diverged, Interrupted
+from .stops import Diverged, Interrupted, signals_handled_by
 
 # state-dict keys renamed since a checkpoint was written: the separable model kept W at the top level before it
 # became the Separable network (commit 0e5031c)
@@ -205,12 +203,5 @@ class Fitter:
 def _deferred_interrupts() -> Iterator[Callable[[], bool]]:
     """Within the block, SIGINT/SIGTERM only set a flag (read through the yielded function)."""
     received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
-        return
-    previous = {sig: signal.signal(sig, lambda signum, frame: received.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with signals_handled_by(lambda signum, frame: received.append(signum)):
         yield lambda: bool(received)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

@@ -5,14 +5,30 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 _signals: list[int] = []  # SIGINT/SIGTERM received within interrupts_noted()
 
 
-def _interrupt(signum: int, frame: object) -> None:
+@contextmanager
+def signals_handled_by(handler: Callable[[int, Any], None]) -> Iterator[bool]:
+    """Within the block, SIGINT and SIGTERM call ``handler`` (signum, frame); the previous handlers come back
+    after it. Yields False, and changes nothing, off the main thread (where Python cannot set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield True
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
     _signals.append(signum)
     raise KeyboardInterrupt
 
@@ -21,16 +37,9 @@ def _interrupt(signum: int, frame: object) -> None:
 def interrupts_noted() -> Iterator[None]:
     """Within the block (on the main thread), SIGINT and SIGTERM raise KeyboardInterrupt (SIGTERM as Ctrl-C) and
     are noted for :func:`raise_if_interrupted`; the previous handlers come back after it."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
     _signals.clear()
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with signals_handled_by(_interrupt):
         yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def raise_if_interrupted() -> None:

@@ -211,8 +211,7 @@ class OccupancyGrid(nn.Module):
         exceeds ``alpha_threshold``; a ray stops once its transmittance falls below early_stop_eps (Instant-NGP's
         early ray termination). ``clip``: (near [N], far [N]) limits on t besides the occupied box (e.g. a crop
         box). ``features``: density_fn returns (density, features [P, C]) and the kept samples' features [M, C]
-        come fourth (a
-        renderer's reuse, :func:`march`).
+        come fourth (a renderer's reuse, :func:`march`).
         """
         if step_size <= 0 or not math.isfinite(step_size):
             raise ValueError(f"sample: step_size must be a positive number, got {step_size}")
