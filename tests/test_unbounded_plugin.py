@@ -14,7 +14,7 @@ from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 
 from inr_enc.nerfstudio.methods import InrPipelineConfig, hyb_nerf, inr_fourier, inr_hashgrid  # noqa: E402
 from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
-from inr_enc.nerfstudio.settings import scene_contraction_for  # noqa: E402
+from inr_enc.nerfstudio.settings import samples_per_batch_for, scene_contraction_for  # noqa: E402
 
 SMALL_GRID = {"otype": "HashGrid", "n_levels": 8, "log2_hashmap_size": 14, "base_resolution": 8, "per_level_scale": 1.5}
 
@@ -28,6 +28,16 @@ def test_the_dataparser_settles_auto_and_a_setting_overrides_it():
     for method in (inr_hashgrid, hyb_nerf, inr_fourier):
         assert isinstance(method.config.pipeline, InrPipelineConfig)
         assert method.config.pipeline.model.scene_contraction == "auto"
+        assert method.config.pipeline.target_num_samples == 0
+
+
+def test_the_dataparser_settles_the_samples_per_batch():
+    assert samples_per_batch_for(0, BlenderDataParserConfig()) == 1 << 16
+    assert samples_per_batch_for(0, NerfstudioDataParserConfig()) == 1 << 15
+    assert samples_per_batch_for(0, ColmapDataParserConfig()) == 1 << 15
+    assert samples_per_batch_for(4096, NerfstudioDataParserConfig()) == 4096
+    with pytest.raises(ValueError, match="target_num_samples must be >= 0"):
+        samples_per_batch_for(-1, BlenderDataParserConfig())
 
 
 def _rays(seed, n=128):
