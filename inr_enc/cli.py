@@ -3,6 +3,8 @@
     inr-fit image [PATH] [--config hashgrid] [--steps N] [--out DIR] [--train-split] [--seed S] ...
     inr-fit audio PATH (.wav, .flac, .ogg) [--config siren-audio] ...
     inr-fit image --resume DIR [--steps N]
+    inr-fit images DIR|'GLOB' [--config hashgrid] [--out OUT] ...   (every file; OUT/summary.csv, summary.md)
+    torchrun --nproc_per_node N -m inr_enc.cli images DIR ...        (each rank fits a share of the files)
 
 Exit codes: 0 done; 2 bad input or an --out that cannot be written (one line on stderr, nothing in --out changed);
 3 training diverged (a non-finite
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .config import load_config
 from .config.memory import memory_limit_set
-from .fitting.run_folder import CHECKPOINT, CONFIG, check_target
+from .fitting.run_folder import CHECKPOINT, CONFIG, check_target, read_config
 from .fitting.stops import Diverged, Interrupted, interrupts_noted
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 
 DEFAULT_IMAGE = Path(__file__).resolve().parent / "data" / "astronaut.png"  # package data: in a wheel too
 DEFAULT_CONFIGS = {"image": "hashgrid", "audio": "siren-audio"}  # also the task names (fitting/run.py's TASKS)
+FOLDER_TASKS = {"images": "image", "audios": "audio"}  # every file of a folder (fitting/dataset.py)
 # flag -> key of the training section it overrides
 TRAINING_FLAGS = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "schedule": "schedule",
                   "eval_every": "eval_every", "checkpoint_every": "checkpoint_every"}
@@ -40,8 +43,10 @@ class _Parser(argparse.ArgumentParser):
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = _Parser(prog="inr-fit", description="Fit an implicit neural representation to an image or an audio file (WAV, FLAC, OGG).")
-    parser.add_argument("task", choices=sorted(DEFAULT_CONFIGS), help="what to fit")
-    parser.add_argument("path", nargs="?", type=Path, help="the signal (image: default inr_enc/data/astronaut.png)")
+    parser.add_argument("task", choices=sorted(DEFAULT_CONFIGS) + sorted(FOLDER_TASKS),
+                        help="what to fit: one image or audio file, or every file of a folder (images, audios)")
+    parser.add_argument("path", nargs="?", type=Path, help="the signal (image: default inr_enc/data/astronaut.png); "
+                        "images, audios: a folder or a glob pattern such as 'photos/*.png'")
     parser.add_argument("--config", help="config name in inr_enc/configs/ or a .yaml/.json file (image: hashgrid, audio: siren-audio)")
     parser.add_argument("--out", type=Path, help="output folder (default out/<signal>-<config>)")
     parser.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier run in --out")
@@ -71,36 +76,25 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _resolved(config: dict[str, Any], task_kind: str, path: str, train_split: bool, **options: Any
-              ) -> tuple[dict[str, Any], Any]:
-    """Read the signal (input only) and resolve the whole run against it (config/schema.py)."""
-    from .config.schema import check_task, resolve_run
-    from .fitting.run import TASKS
-
-    check_task({"kind": task_kind, "path": path, "train_split": train_split})
-    task = TASKS[task_kind](path, train_split)
-    section = {"kind": task_kind, "path": path, "train_split": train_split, **task.describe()}
-    run = resolve_run(config, section, task.n_input_dims, task.n_output_dims, task.coordinate_shape, **options)
-    return run, task
-
-
 def new_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     """A fresh run from the config file and the flags, and its output folder (not touched yet)."""
+    from .fitting.run import resolve_task_run
+
     name = args.config or DEFAULT_CONFIGS[args.task]
     path = args.path or (DEFAULT_IMAGE if args.task == "image" else None)
     if path is None:
         raise ValueError(f"inr-fit {args.task} needs the path of the signal")
     out = args.out or Path("out") / f"{Path(path).stem}-{Path(name).stem}"
     check_target(out, args.overwrite)  # early, before the signal is read; again under the run's lock
-    training = {key: getattr(args, flag) for flag, key in TRAINING_FLAGS.items() if getattr(args, flag) is not None}
-    run, task = _resolved(load_config(name), args.task, str(path), args.train_split, seed=args.seed,
-                          training=training, config_name=Path(name).stem)
+    training = training_overrides(args)
+    run, task = resolve_task_run(load_config(name), args.task, str(path), args.train_split, seed=args.seed,
+                                 training=training, config_name=Path(name).stem)
     return run, task, out
 
 
 def resumed_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     """The saved run in ``args.resume``, checked again; only --steps (and --quiet, --device) may change."""
-    import yaml
+    from .fitting.run import resolve_task_run
 
     clashing = [flag for flag in ("config", "path", "out", "seed", "batch_size", "lr", "schedule", "eval_every", "checkpoint_every")
                 if getattr(args, flag) is not None] + (["train_split"] if args.train_split else [])
@@ -109,17 +103,58 @@ def resumed_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     out = args.resume
     if not (out / CONFIG).is_file() or not (out / CHECKPOINT).is_file():
         raise ValueError(f"{out}: no run to resume (needs {CONFIG} and {CHECKPOINT})")
-    try:
-        saved = yaml.safe_load((out / CONFIG).read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise ValueError(f"{out / CONFIG}: not valid YAML ({str(error).splitlines()[0] if str(error) else type(error).__name__})") from None
+    saved = read_config(out)
     task = saved.get("task") if isinstance(saved, dict) else None
     if not isinstance(task, dict) or task.get("kind") != args.task:
         raise ValueError(f"{out} holds a {task.get('kind') if isinstance(task, dict) else 'broken'} run, not {args.task}")
     training = {"steps": args.steps} if args.steps is not None else None
-    run, task = _resolved(saved, args.task, task.get("path"), task.get("train_split", False), training=training,
-                          saved=True)
+    run, task = resolve_task_run(saved, args.task, task.get("path"), task.get("train_split", False),
+                                 training=training, saved=True)
     return run, task, out
+
+
+def training_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {key: getattr(args, flag) for flag, key in TRAINING_FLAGS.items() if getattr(args, flag) is not None}
+
+
+def fit_files(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """inr-fit images | audios: every file of a folder with one config (fitting/dataset.py) -> the summary rows."""
+    import glob
+
+    from .fitting.dataset import fit_folder
+
+    kind = FOLDER_TASKS[args.task]
+    if args.resume:
+        raise ValueError(f"--resume continues one run; run the same inr-fit {args.task} command again to continue "
+                         "(finished files are skipped, interrupted ones resume)")
+    if args.path is None:
+        raise ValueError(f"inr-fit {args.task} needs a folder or a glob pattern")
+    where, name = str(args.path), args.config or DEFAULT_CONFIGS[kind]
+    out = args.out or Path("out") / f"{Path(where).parent.name if glob.has_magic(where) else Path(where).name}-{Path(name).stem}"
+    options = {"train_split": args.train_split,
+               "resolve": {"seed": args.seed, "training": training_overrides(args), "config_name": Path(name).stem}}
+    with memory_limit_set(args.max_memory):
+        return fit_folder(kind, where, load_config(name), options, out, pick_device(args.device), args.overwrite,
+                          args.quiet)
+
+
+def report_files(rows: list[dict[str, Any]], quiet: bool) -> int:
+    """The summary's gist on stdout (rank 0 only under torchrun); one line on stderr and exit code 2 if a file failed."""
+    import os
+
+    from .fitting.dataset import mean_and_std
+
+    if os.environ.get("RANK", "0") != "0":
+        return 0
+    failed = [row for row in rows if row["status"] == "failed"]
+    psnr = mean_and_std([row["psnr"] for row in rows])
+    if not quiet:
+        print(f"{len(rows) - len(failed)} of {len(rows)} files fitted" + (f", PSNR {psnr[0]:.2f} ± {psnr[1]:.2f} dB" if psnr else ""))
+    if failed:
+        print(f"inr-fit: {len(failed)} of {len(rows)} files failed ({failed[0]['file']}: {failed[0]['error']}); the summary lists them",
+              file=sys.stderr)
+        return 2
+    return 0
 
 
 def fit(args: argparse.Namespace) -> dict[str, Any]:
@@ -140,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         args = parse_args(argv)
+        if args.task in FOLDER_TASKS:
+            return report_files(fit_files(args), args.quiet)
         metrics = fit(args)
     except ValueError as error:
         print(f"inr-fit: {error}", file=sys.stderr)

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..config.schema import check_task, resolve_run
 from ..encoders.backends import backends_used
 from ..field import Field
 from ..ops.grid.cpu_kernel import cpu_extension
@@ -26,6 +27,17 @@ from .run_folder import RunFolder
 from .stops import Interrupted, raise_if_interrupted
 
 TASKS = {"image": ImageTask, "audio": AudioTask}
+
+
+def resolve_task_run(config: dict[str, Any], kind: str, path: str, train_split: bool, **options: Any
+                     ) -> tuple[dict[str, Any], ImageTask | AudioTask]:
+    """Read the signal at ``path`` (input only) and resolve the whole run against it (config/schema.py
+    ``resolve_run``, ``options`` passed on) -> (run, task); ValueError for a bad signal or config."""
+    check_task({"kind": kind, "path": path, "train_split": train_split})
+    task = TASKS[kind](path, train_split)
+    section = {"kind": kind, "path": path, "train_split": train_split, **task.describe()}
+    run = resolve_run(config, section, task.n_input_dims, task.n_output_dims, task.coordinate_shape, **options)
+    return run, task
 
 
 def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:

@@ -48,6 +48,15 @@ def write_config(folder: Path, config: dict[str, Any]) -> None:
     write_text_atomically(folder / CONFIG, yaml.safe_dump(config, sort_keys=False))
 
 
+def read_config(folder: Path) -> Any:
+    """The run config saved in ``folder`` (config.yaml, parsed; ValueError with one line when it is not YAML)."""
+    try:
+        return yaml.safe_load((folder / CONFIG).read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"{folder / CONFIG}: not valid YAML ({reason})") from None
+
+
 class RunFolder:
     """Context manager around one run's writes into ``out``. ``path`` is where the run writes now (a staging
     folder while an earlier run is being replaced); ``checkpoint_saved()`` commits the staged files.
