@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from .config import load_config
+from .config.files import apply_overrides
 from .config.memory import memory_limit_set
 from .fitting.run_folder import CHECKPOINT, CONFIG, check_target, read_config
 from .fitting.stops import Diverged, Interrupted, interrupts_noted
@@ -41,29 +42,70 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = _Parser(prog="inr-fit", description="Fit an implicit neural representation to an image or an audio file (WAV, FLAC, OGG).")
-    parser.add_argument("task", choices=sorted(DEFAULT_CONFIGS) + sorted(FOLDER_TASKS),
-                        help="what to fit: one image or audio file, or every file of a folder (images, audios)")
+# the training section's defaults (config/schema.py TRAINING_DEFAULTS, which imports torch) as --help states them;
+# tests/test_cli_flags.py checks that they agree
+HELP_DEFAULTS = {"steps": 2000, "batch_size": "every sample", "lr": 0.001, "schedule": "constant", "eval_every": 50,
+                 "checkpoint_every": 100}
+
+
+def _from_config(key: str) -> str:
+    return f"default: the config's training.{key}, else {HELP_DEFAULTS[key]}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = _Parser(prog="inr-fit", description="Fit an implicit neural representation to an image or an audio "
+                     "file (WAV, FLAC, OGG), or to every file of a folder; `inr-fit configs` lists the named configs.")
+    parser.add_argument("task", choices=sorted(DEFAULT_CONFIGS) + sorted(FOLDER_TASKS) + ["configs"],
+                        help="what to fit: one image or audio file, or every file of a folder (images, audios); "
+                        "configs: list the named configs")
     parser.add_argument("path", nargs="?", type=Path, help="the signal (image: default inr_enc/data/astronaut.png); "
                         "images, audios: a folder or a glob pattern such as 'photos/*.png'")
-    parser.add_argument("--config", help="config name in inr_enc/configs/ or a .yaml/.json file (image: hashgrid, audio: siren-audio)")
-    parser.add_argument("--out", type=Path, help="output folder (default out/<signal>-<config>)")
-    parser.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier run in --out")
-    parser.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR")
-    parser.add_argument("--train-split", action="store_true", help="Tancik et al.: train on pixels [::2, ::2], test on [1::2, 1::2]")
-    parser.add_argument("--seed", type=int, help="seed of the initialisation and the batches (default: the config's, else 0)")
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "mps"))
-    parser.add_argument("--steps", type=int)
-    parser.add_argument("--batch-size", type=int)
-    parser.add_argument("--lr", type=float)
-    parser.add_argument("--schedule", choices=("constant", "cosine"))
-    parser.add_argument("--eval-every", type=int, help="steps between PSNR evaluations (the curve)")
-    parser.add_argument("--checkpoint-every", type=int, metavar="K", help="steps between checkpoints")
+    parser.add_argument("--config", help="config name in inr_enc/configs/ or a .yaml/.json file (default: hashgrid "
+                        "for images, siren-audio for audio)")
+    parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="override config keys, e.g. --set encoding.log2_hashmap_size=15 network.n_neurons=128 "
+                        "(dotted keys, YAML values; default: none)")
+    parser.add_argument("--out", type=Path, help="output folder (default: out/<signal or folder>-<config>)")
+    parser.add_argument("--overwrite", action="store_true", help="replace the outputs of an earlier run in --out "
+                        "(default: refuse)")
+    parser.add_argument("--resume", type=Path, metavar="DIR", help="continue the run saved in DIR (default: a new run)")
+    parser.add_argument("--train-split", action="store_true", help="Tancik et al.: train on pixels [::2, ::2], test "
+                        "on [1::2, 1::2] (default: train and test on every pixel)")
+    parser.add_argument("--seed", type=int, help="seed of the initialisation and the batches (default: the config's, "
+                        "else 0)")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda", "mps"),
+                        help="default: auto (cuda, else mps, else cpu)")
+    parser.add_argument("--steps", type=int, help=f"training steps ({_from_config('steps')})")
+    parser.add_argument("--batch-size", type=int, help=f"samples per step ({_from_config('batch_size')})")
+    parser.add_argument("--lr", type=float, help=f"Adam's learning rate ({_from_config('lr')})")
+    parser.add_argument("--schedule", choices=("constant", "cosine"), help=f"learning-rate schedule "
+                        f"({_from_config('schedule')})")
+    parser.add_argument("--eval-every", type=int, metavar="K", help=f"steps between PSNR evaluations (the curve; "
+                        f"{_from_config('eval_every')})")
+    parser.add_argument("--checkpoint-every", type=int, metavar="K", help=f"steps between checkpoints "
+                        f"({_from_config('checkpoint_every')})")
     parser.add_argument("--max-memory", metavar="SIZE", help="refuse runs estimated to need more memory than SIZE "
-                        "(e.g. 64G; default: this machine's memory)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    return parser.parse_args(argv)
+                        "(e.g. 64G; default: INR_ENC_MAX_MEMORY, else this machine's memory)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar or final line (default: both)")
+    parser.add_argument("--version", action="version", version=f"inr-fit (inr_enc) {__version__}")
+    return parser
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def list_configs() -> int:
+    """inr-fit configs: each named config and the source it follows, one per line."""
+    from .config.files import available_configs, config_source
+
+    names = available_configs()
+    width = max(map(len, names))
+    for name in names:
+        print(f"{name:<{width}}  {config_source(name)}")
+    return 0
 
 
 def pick_device(name: str) -> torch.device:
@@ -87,8 +129,9 @@ def new_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     out = args.out or Path("out") / f"{Path(path).stem}-{Path(name).stem}"
     check_target(out, args.overwrite)  # early, before the signal is read; again under the run's lock
     training = training_overrides(args)
-    run, task = resolve_task_run(load_config(name), args.task, str(path), args.train_split, seed=args.seed,
-                                 training=training, config_name=Path(name).stem)
+    config = apply_overrides(load_config(name), args.set)
+    run, task = resolve_task_run(config, args.task, str(path), args.train_split, seed=args.seed, training=training,
+                                 config_name=Path(name).stem)
     return run, task, out
 
 
@@ -97,7 +140,7 @@ def resumed_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     from .fitting.run import resolve_task_run
 
     clashing = [flag for flag in ("config", "path", "out", "seed", "batch_size", "lr", "schedule", "eval_every", "checkpoint_every")
-                if getattr(args, flag) is not None] + (["train_split"] if args.train_split else [])
+                if getattr(args, flag) is not None] + (["train_split"] if args.train_split else []) + (["set"] if args.set else [])
     if clashing:
         raise ValueError(f"--resume continues with the saved config; drop --{clashing[0].replace('_', '-')}")
     out = args.resume
@@ -134,8 +177,8 @@ def fit_files(args: argparse.Namespace) -> list[dict[str, Any]]:
     options = {"train_split": args.train_split,
                "resolve": {"seed": args.seed, "training": training_overrides(args), "config_name": Path(name).stem}}
     with memory_limit_set(args.max_memory):
-        return fit_folder(kind, where, load_config(name), options, out, pick_device(args.device), args.overwrite,
-                          args.quiet)
+        config = apply_overrides(load_config(name), args.set)
+        return fit_folder(kind, where, config, options, out, pick_device(args.device), args.overwrite, args.quiet)
 
 
 def report_files(rows: list[dict[str, Any]], quiet: bool) -> int:
@@ -175,6 +218,10 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     try:
         args = parse_args(argv)
+        if args.task == "configs":
+            if args.path is not None:
+                raise ValueError("inr-fit configs takes no path")
+            return list_configs()
         if args.task in FOLDER_TASKS:
             return report_files(fit_files(args), args.quiet)
         metrics = fit(args)

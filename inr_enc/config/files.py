@@ -3,6 +3,7 @@ package data: in a wheel too)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from importlib import resources
 from pathlib import Path
@@ -37,4 +38,56 @@ def load_config(name_or_path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not valid {path.suffix[1:].upper()}: {error}") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path}: a config must be a mapping, got {type(config).__name__}")
+    return config
+
+
+def config_source(name: str) -> str:
+    """A named config's header comment (the source it follows) cut to one line: up to its first ': ' or '; '
+    outside parentheses after 30 characters, at most 130 characters."""
+    path = next(CONFIG_DIR / f"{name}{suffix}" for suffix in SUFFIXES if (CONFIG_DIR / f"{name}{suffix}").is_file())
+    header = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line.lstrip("#").strip())
+    text, depth = " ".join(header), 0
+    for i, char in enumerate(text):  # the first ': ' or '; ' outside parentheses, past 30 characters
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and i >= 30 and text[i:i + 2] in (": ", "; "):
+            text = text[:i]
+            break
+    return text if len(text) <= 130 else text[:129].rsplit(" ", 1)[0] + "…"
+
+
+def _yaml_value(text: str) -> Any:
+    """A command-line value read as YAML (15 -> int, true -> bool, [1, 2] -> list), and numbers YAML 1.1 reads as
+    strings (1e-3) as floats."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ValueError(f"{text!r}: not a YAML value ({str(error).splitlines()[0]})") from None
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def apply_overrides(config: dict[str, Any], assignments: list[str]) -> dict[str, Any]:
+    """``config`` with KEY=VALUE assignments applied (a copy): dotted keys reach into sections
+    (``encoding.log2_hashmap_size=15``, a missing section is created), values are read as YAML. Whether the keys
+    and values are valid is the schema's to say, when the run is resolved. ValueError for a malformed assignment."""
+    config = copy.deepcopy(config)
+    for assignment in assignments:
+        key, equals, text = assignment.partition("=")
+        parts = key.strip().split(".")
+        if not equals or not all(parts):
+            raise ValueError(f"--set {assignment!r}: expected KEY=VALUE with a dotted KEY, e.g. encoding.n_levels=8")
+        section = config
+        for depth, part in enumerate(parts[:-1]):
+            section = section.setdefault(part, {})
+            if not isinstance(section, dict):
+                raise ValueError(f"--set {assignment!r}: {'.'.join(parts[:depth + 1])} is a value, not a section")
+        section[parts[-1]] = _yaml_value(text)
     return config
