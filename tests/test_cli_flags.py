@@ -1,8 +1,13 @@
-"""inr-fit's flags: --set overrides, `inr-fit configs`, --version, and --help stating every default."""
+"""inr-fit's flags (--set overrides, `inr-fit configs`, --version, --help stating every default) and the provenance
+every run records."""
+
+import json
+import platform
 
 import imageio.v3 as iio
 import numpy as np
 import pytest
+import torch
 import yaml
 
 from inr_enc import __version__
@@ -78,3 +83,20 @@ def test_version_and_help_state_the_defaults(capsys):
             assert "default" in (action.help or ""), action.option_strings
     for key, value in HELP_DEFAULTS.items():  # what --help says is what the schema fills in
         assert value == TRAINING_DEFAULTS[key] or (key == "batch_size" and TRAINING_DEFAULTS[key] is None)
+
+
+def test_metrics_and_config_record_what_ran(tmp_path, tiny):
+    _, image = tiny
+    out, config = tmp_path / "run", tmp_path / "grid.yaml"
+    grid = {"otype": "HashGrid", "n_levels": 4, "log2_hashmap_size": 10, "base_resolution": 4, "per_level_scale": 1.5}
+    config.write_text(yaml.safe_dump({**TINY, "encoding": grid}))
+    assert inr_fit(["image", str(image), "--config", str(config), "--out", str(out), "--quiet", "--device", "cpu"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    expected = {"device": "cpu", "threads": torch.get_num_threads(), "inr_enc": __version__,
+                "torch": torch.__version__, "python": platform.python_version()}
+    for record in (metrics["provenance"], saved["provenance"]):
+        assert {k: record[k] for k in expected} == expected
+        assert record["encoders"] == {"encoder": "cpp"}  # the C++ grid kernel, on a CPU input
+    assert inr_fit(["image", "--resume", str(out), "--steps", "6", "--quiet"]) == 0  # a saved run with provenance
+    assert json.loads((out / "metrics.json").read_text())["steps"] == 6

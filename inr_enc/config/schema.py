@@ -19,7 +19,7 @@ from .checks import check_bool, check_choice, check_float, check_int, check_keys
 from .memory import check_memory, format_bytes
 
 RUN_KEYS = ("encoding", "network", "training", "seed")
-SAVED_RUN_KEYS = ("task", "config_name", *RUN_KEYS)
+SAVED_RUN_KEYS = ("task", "config_name", *RUN_KEYS, "provenance")  # provenance: written with the run, not read
 FIELD_KEYS = ("encoding", "network")
 DEFAULT_ENCODING = {"otype": "Identity"}
 

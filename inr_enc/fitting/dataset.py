@@ -104,7 +104,7 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
     has_run = (folder / CONFIG).is_file() and (folder / CHECKPOINT).is_file()
     if has_run and not overwrite:
         saved = read_config(folder)
-        if saved != _as_saved(run):
+        if not isinstance(saved, dict) or {k: v for k, v in saved.items() if k != "provenance"} != _as_saved(run):
             raise ValueError(f"{folder} holds a run of another config or signal; pass --overwrite to replace it")
         if (folder / METRICS).is_file():
             return "skipped", json.loads((folder / METRICS).read_text())

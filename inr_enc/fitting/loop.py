@@ -7,6 +7,7 @@ checkpointed with the model, optimiser and schedule, so a resumed run continues 
 from __future__ import annotations
 
 import math
+import platform
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any, Callable, Iterator
 import torch
 from tqdm import tqdm
 
+from ..encoders.backends import backends_used
 from ..io import atomic_path
 from ..metrics import psnr
 from ..ops.schedules import set_training_step
@@ -25,6 +27,17 @@ from .stops import Diverged, Interrupted, signals_handled_by
 # state-dict keys renamed since a checkpoint was written: the separable model kept W at the top level before it
 # became the Separable network (commit 0e5031c)
 RENAMED_KEYS = {"weight": "network.weight"}
+
+
+def provenance(model: torch.nn.Module, device: torch.device) -> dict[str, Any]:
+    """What produced a run's numbers: the implementation each encoder of ``model`` last ran on (tcnn, cpp, triton
+    or torch, by module name), the device and torch's thread count, and the inr_enc, torch and Python versions."""
+    from .. import __version__
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    return {"encoders": backends_used(model), "device": str(device), "device_name": name,
+            "threads": torch.get_num_threads(), "inr_enc": __version__, "torch": str(torch.__version__),
+            "python": platform.python_version()}
 
 
 @dataclass
@@ -103,7 +116,7 @@ class Fitter:
         with atomic_path(self.folder.path / CHECKPOINT) as tmp:
             torch.save(payload, tmp)
         if not self._config_written:  # config.yaml follows the run's first checkpoint
-            write_config(self.folder.path, self.run_config)
+            write_config(self.folder.path, {**self.run_config, "provenance": provenance(self.model, self.device)})
             self._config_written = True
         self.checkpoint_step = self.state.step
         self.folder.checkpoint_saved()

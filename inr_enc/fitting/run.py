@@ -14,14 +14,13 @@ from typing import Any
 import torch
 
 from ..config.schema import check_task, resolve_run
-from ..encoders.backends import backends_used
 from ..field import Field
 from ..ops.grid.cpu_kernel import cpu_extension
 from ..optim import grid_tables
 from ..optim.lazy_adam import lazy_adam_extension
 from .audio import AudioTask
 from .image import ImageTask
-from .loop import FitState, Fitter
+from .loop import FitState, Fitter, provenance
 from .outputs import OUTPUT_FILES, model_size_metrics, write_curve, write_metrics
 from .run_folder import RunFolder
 from .stops import Interrupted, raise_if_interrupted
@@ -89,7 +88,7 @@ def _finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, stat
     n_params = sum(p.numel() for p in model.parameters())
     final_loss = {"loss": state.history[-1]["loss"]} if state.history else {}
     metrics.update({**final_loss, "steps": state.step, "seconds": state.seconds,
-                    **model_size_metrics(n_params, task.n_samples, task.unit), "backends": backends_used(model)})
+                    **model_size_metrics(n_params, task.n_samples, task.unit), "provenance": provenance(model, device)})
     write_metrics(out, metrics)
     write_curve(out, state, f"{run['config_name']} on {Path(run['task']['path']).name}")
     return metrics
