@@ -47,18 +47,26 @@ def fit(*args):
 def test_image_outputs(tmp_path, image_path, tiny_config):
     out = tmp_path / "run"
     assert fit("image", image_path, "--config", tiny_config, "--out", out, "--seed", 3) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.yaml", "curve.png", "metrics.json", "reconstruction.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.yaml", "curve.png", "metrics.json",
+                                                     "model.safetensors", "reconstruction.png"]
     recon = iio.imread(out / "reconstruction.png")
     assert recon.shape == (12, 10, 3) and recon.dtype == np.uint8
     metrics = json.loads((out / "metrics.json").read_text())
-    for key in ("psnr", "ssim", "steps", "seconds", "n_params", "model_bytes_float32", "model_bytes_float16",
-                "bits_per_pixel_float32", "bits_per_pixel_float16", "loss"):
+    for key in ("psnr", "psnr_file", "psnr_float16", "best_psnr", "best_psnr_step", "ssim", "steps", "seconds",
+                "n_params", "model_file_bytes", "bits_per_pixel", "loss"):
         assert key in metrics
-    assert metrics["steps"] == 8 and metrics["model_bytes_float16"] == 2 * metrics["n_params"]
-    assert metrics["bits_per_pixel_float32"] == pytest.approx(32 * metrics["n_params"] / 120)
-    # PSNR is recomputed here from the written reconstruction (8-bit rounding changes it only slightly).
+    # the rate is the model file's size: float16 weights, and a small header
+    size = (out / "model.safetensors").stat().st_size
+    assert metrics["steps"] == 8 and metrics["model_file_bytes"] == size and size >= 2 * metrics["n_params"]
+    assert metrics["bits_per_pixel"] == pytest.approx(8 * size / 120)
+    # psnr_file is recomputed here from the written reconstruction; PSNR from the float model is close to it
     target = iio.imread(tmp_path / "img.png") / 255.0
-    assert metrics["psnr"] == pytest.approx(10 * np.log10(1 / np.mean((recon / 255.0 - target) ** 2)), abs=0.05)
+    assert metrics["psnr_file"] == pytest.approx(10 * np.log10(1 / np.mean((recon / 255.0 - target) ** 2)), rel=1e-6)  # float32 pixels
+    assert metrics["psnr"] == pytest.approx(metrics["psnr_file"], abs=0.05)
+    assert metrics["psnr_float16"] == pytest.approx(metrics["psnr"], abs=0.05)  # half-precision weights cost little here
+    history = torch.load(out / "checkpoint.pt", weights_only=True)["history"]
+    best = max(history, key=lambda h: h["psnr"])
+    assert (metrics["best_psnr"], metrics["best_psnr_step"]) == (best["psnr"], best["step"])
     config = yaml.safe_load((out / "config.yaml").read_text())
     assert config["seed"] == 3 and config["network"]["seed"] == 3 and config["training"]["steps"] == 8
     assert config["encoding"] == {"otype": "Frequency", "n_frequencies": 3}
@@ -98,7 +106,10 @@ def test_audio(tmp_path, tiny_config, sample_format, channels):
     recon = read_audio(tmp_path / "run" / "reconstruction.wav")
     assert recon.samples.shape == (400, channels) and recon.sample_format == sample_format and recon.rate == 8000
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert "bits_per_sample_float32" in metrics and "ssim" not in metrics
+    assert "bits_per_sample" in metrics and "ssim" not in metrics
+    written = read_audio(tmp_path / "run" / "reconstruction.wav").samples  # the file's PCM against the input's
+    original = read_audio(tmp_path / "in.wav").samples
+    assert metrics["psnr_file"] == pytest.approx(10 * np.log10(4 / np.mean((written - original) ** 2, dtype=np.float64)))
 
 
 def test_train_split_scores_the_other_pixels(tmp_path, tiny_config):

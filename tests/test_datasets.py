@@ -75,8 +75,9 @@ def test_a_folder_is_fitted_with_a_summary_and_a_bad_file_is_recorded(tmp_path, 
             metrics = json.loads((out / row["run"] / "metrics.json").read_text())
             assert float(row["psnr"]) == pytest.approx(metrics["psnr"], rel=1e-12)
             assert int(row["steps"]) == 12 and (out / row["run"] / "reconstruction.png").is_file()
-            h, w = iio.imread(photos / f"{row['run']}.png").shape[:2]  # bits per pixel: 16-bit weights / pixels
-            assert float(row["bits_per_pixel"]) == pytest.approx(16 * metrics["n_params"] / (h * w))
+            h, w = iio.imread(photos / f"{row['run']}.png").shape[:2]  # bits per pixel: the model file's
+            size = (out / row["run"] / "model.safetensors").stat().st_size
+            assert float(row["bits_per_pixel"]) == pytest.approx(8 * size / (h * w))
     psnrs = [json.loads((out / name / "metrics.json").read_text())["psnr"] for name in "abc"]
     summary = (out / "summary.md").read_text()
     assert f"- psnr: {statistics.fmean(psnrs):.4g} ± {statistics.stdev(psnrs):.2g}" in summary

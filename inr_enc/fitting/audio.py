@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,19 @@ class AudioTask:
     def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
                name: str = "reconstruction") -> dict[str, float]:
         """Write <name>.wav, .flac or .ogg (the input's container, subtype and rate where libsndfile writes them, else
-        WAV: ``Audio.output_format``); return psnr over all samples."""
+        WAV: ``Audio.output_format``); return psnr over all samples, and psnr_file of the written file read back
+        (PCM rounding, or a lossy codec's loss)."""
         recon = predict(model, sample_coords(self.n_samples), chunk, device).numpy()
-        write_audio(out_dir / f"{name}.{self.audio.output_format[2]}", recon, self.audio)
-        return {"psnr": psnr(float(np.mean((recon - self.audio.samples) ** 2, dtype=np.float64)), AUDIO_RANGE)}
+        path = out_dir / f"{name}.{self.audio.output_format[2]}"
+        write_audio(path, recon, self.audio)
+        written = read_audio(path).samples[: self.n_samples]  # a codec may pad the last frame
+        return {"psnr": self._psnr(recon), "psnr_file": self._psnr(written)}
+
+    def score(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int, device: torch.device) -> float:
+        """The model's PSNR as ``finish`` reports it, without writing anything."""
+        return self._psnr(predict(model, sample_coords(self.n_samples), chunk, device).numpy())
+
+    def _psnr(self, samples: np.ndarray) -> float:
+        if samples.shape != self.audio.samples.shape:
+            return math.nan
+        return psnr(float(np.mean((samples - self.audio.samples) ** 2, dtype=np.float64)), AUDIO_RANGE)

@@ -115,7 +115,7 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
 
 def summary_row(path: Path, name: str, unit: str, status: str, metrics: dict[str, Any], error: str = "") -> dict:
     return {"file": str(path), "run": name, "status": status, "psnr": metrics.get("psnr"),
-            "ssim": metrics.get("ssim"), f"bits_per_{unit}": metrics.get(f"bits_per_{unit}_float16"),
+            "ssim": metrics.get("ssim"), f"bits_per_{unit}": metrics.get(f"bits_per_{unit}"),
             "seconds": metrics.get("seconds"), "steps": metrics.get("steps"), "error": error}
 
 

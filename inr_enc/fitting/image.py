@@ -70,21 +70,29 @@ class ImageTask:
 
     def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
                name: str = "reconstruction") -> dict[str, float]:
-        """Write <name>.png; return psnr (test pixels with the split, else all), psnr_train, ssim (None, with
-        ssim_note saying why, for an image too small for SSIM's window)."""
+        """Write <name>.png; return psnr (test pixels with the split, else all), psnr_train, psnr_file (the written
+        8- or 16-bit PNG read back, on psnr's pixels), ssim (None, with ssim_note saying why, for an image too
+        small for SSIM's window)."""
         recon = self.reconstruct(model, chunk, device)
         write_image(out_dir / f"{name}.png", recon, self.image.dtype)
         target = self.image.pixels
+        metrics = {"psnr": self._psnr(recon)}
         if self.train_split:
-            test_mse = float(np.mean((recon[1::2, 1::2] - target[1::2, 1::2]) ** 2, dtype=np.float64))
-            train_mse = float(np.mean((recon[::2, ::2] - target[::2, ::2]) ** 2, dtype=np.float64))
-            metrics = {"psnr": psnr(test_mse, 1.0), "psnr_train": psnr(train_mse, 1.0)}
-        else:
-            metrics = {"psnr": psnr(float(np.mean((recon - target) ** 2, dtype=np.float64)), 1.0)}
+            metrics["psnr_train"] = psnr(float(np.mean((recon[::2, ::2] - target[::2, ::2]) ** 2, dtype=np.float64)), 1.0)
+        metrics["psnr_file"] = self._psnr(read_image(out_dir / f"{name}.png").pixels)
         metrics["ssim"] = ssim(torch.from_numpy(np.clip(recon, 0, 1)), torch.from_numpy(target))
         if metrics["ssim"] is None:
             metrics["ssim_note"] = ssim_unavailable_reason(self.height, self.width)
         return metrics
+
+    def score(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int, device: torch.device) -> float:
+        """The model's PSNR as ``finish`` reports it, without writing anything."""
+        return self._psnr(self.reconstruct(model, chunk, device))
+
+    def _psnr(self, image: np.ndarray) -> float:
+        """PSNR of ``image`` [H, W, C] against the target: on the test pixels [1::2, 1::2] with the split, else all."""
+        test = (slice(1, None, 2),) * 2 if self.train_split else (slice(None),) * 2
+        return psnr(float(np.mean((image[test] - self.image.pixels[test]) ** 2, dtype=np.float64)), 1.0)
 
     @property
     def n_samples(self) -> int:

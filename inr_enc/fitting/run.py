@@ -6,7 +6,9 @@ are replaced only then.
 
 from __future__ import annotations
 
+import copy
 import functools
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from ..optim.lazy_adam import lazy_adam_extension
 from .audio import AudioTask
 from .image import ImageTask
 from .loop import FitState, Fitter, provenance
-from .outputs import OUTPUT_FILES, model_size_metrics, write_curve, write_metrics
+from .outputs import MODEL_FILE, OUTPUT_FILES, read_model_file, size_metrics, write_curve, write_metrics, write_model_file
 from .run_folder import RunFolder
 from .stops import Interrupted, raise_if_interrupted
 
@@ -78,17 +80,25 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
 
 def _finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state: FitState, out: Path,
             device: torch.device) -> dict[str, Any]:
-    """The reconstructions, metrics.json and curve.png of a trained model."""
+    """The reconstructions, model.safetensors, metrics.json and curve.png of a trained model."""
     training = run["training"]
     chunk = training["eval_chunk"]
     metrics = task.finish(model, out, chunk, device)
     for level in range(trained_levels(model)):  # PINs: one reconstruction per level of detail
         level_metrics = task.finish(functools.partial(model, level=level), out, chunk, device, f"reconstruction_level{level}")
         metrics[f"psnr_level{level}"] = level_metrics["psnr"]
+    file_bytes = write_model_file(out, model)
+    rounded = copy.deepcopy(model)  # the weights as the model file gives them back
+    read_model_file(out / MODEL_FILE, rounded)
+    metrics["psnr_float16"] = task.score(rounded, chunk, device)
     n_params = sum(p.numel() for p in model.parameters())
     final_loss = {"loss": state.history[-1]["loss"]} if state.history else {}
+    scored = [h for h in state.history if math.isfinite(h["psnr"])]
+    best = max(scored, key=lambda h: h["psnr"]) if scored else None
     metrics.update({**final_loss, "steps": state.step, "seconds": state.seconds,
-                    **model_size_metrics(n_params, task.n_samples, task.unit), "provenance": provenance(model, device)})
+                    **({"best_psnr": best["psnr"], "best_psnr_step": best["step"]} if best else {}),
+                    **size_metrics(n_params, file_bytes, task.n_samples, task.unit),
+                    "provenance": provenance(model, device)})
     write_metrics(out, metrics)
     write_curve(out, state, f"{run['config_name']} on {Path(run['task']['path']).name}")
     return metrics
