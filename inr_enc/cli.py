@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                         f"({_from_config('checkpoint_every')})")
     parser.add_argument("--max-memory", metavar="SIZE", help="refuse runs estimated to need more memory than SIZE "
                         "(e.g. 64G; default: INR_ENC_MAX_MEMORY, else this machine's memory)")
+    parser.add_argument("--vis", choices=("none", "tensorboard"), default="none", help="tensorboard: log scalars "
+                        "every step, PSNR at evaluations and the pictures to OUT/tensorboard (default: none)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or final line (default: both)")
     parser.add_argument("--version", action="version", version=f"inr-fit (inr_enc) {__version__}")
     return parser
@@ -174,7 +176,7 @@ def fit_files(args: argparse.Namespace) -> list[dict[str, Any]]:
         raise ValueError(f"inr-fit {args.task} needs a folder or a glob pattern")
     where, name = str(args.path), args.config or DEFAULT_CONFIGS[kind]
     out = args.out or Path("out") / f"{Path(where).parent.name if glob.has_magic(where) else Path(where).name}-{Path(name).stem}"
-    options = {"train_split": args.train_split,
+    options = {"train_split": args.train_split, "vis": args.vis,
                "resolve": {"seed": args.seed, "training": training_overrides(args), "config_name": Path(name).stem}}
     with memory_limit_set(args.max_memory):
         config = apply_overrides(load_config(name), args.set)
@@ -207,7 +209,7 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
     with memory_limit_set(args.max_memory):  # the resolved run's estimate and every build check against it
         run, task, out = resumed_run(args) if args.resume else new_run(args)
         return fit_run(run, task, out, pick_device(args.device), resume=bool(args.resume), quiet=args.quiet,
-                       overwrite=args.overwrite)
+                       overwrite=args.overwrite, vis=args.vis)
 
 
 def main(argv: list[str] | None = None) -> int:

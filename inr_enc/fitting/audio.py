@@ -12,6 +12,7 @@ import torch
 
 from ..metrics import psnr
 from .loop import Problem, predict, sample_centres
+from .pictures import write_audio_comparison
 from .signals import read_audio, write_audio
 
 AUDIO_RANGE = 2.0  # PSNR peak-to-peak range of [-1, 1] amplitudes
@@ -50,14 +51,18 @@ class AudioTask:
 
     def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
                name: str = "reconstruction") -> dict[str, float]:
-        """Write <name>.wav, .flac or .ogg (the input's container, subtype and rate where libsndfile writes them, else
+        """Write <name>.wav, .flac or .ogg (and comparison.png for the main reconstruction) (the input's container, subtype and rate where libsndfile writes them, else
         WAV: ``Audio.output_format``); return psnr over all samples, and psnr_file of the written file read back
         (PCM rounding, or a lossy codec's loss)."""
         recon = predict(model, sample_coords(self.n_samples), chunk, device).numpy()
         path = out_dir / f"{name}.{self.audio.output_format[2]}"
         write_audio(path, recon, self.audio)
         written = read_audio(path).samples[: self.n_samples]  # a codec may pad the last frame
-        return {"psnr": self._psnr(recon), "psnr_file": self._psnr(written)}
+        metrics = {"psnr": self._psnr(recon), "psnr_file": self._psnr(written)}
+        if name == "reconstruction":
+            write_audio_comparison(out_dir / "comparison.png", self.audio.samples, recon, self.audio.rate,
+                                   metrics["psnr"])
+        return metrics
 
     def score(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int, device: torch.device) -> float:
         """The model's PSNR as ``finish`` reports it, without writing anything."""

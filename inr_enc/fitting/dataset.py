@@ -98,7 +98,7 @@ def _as_saved(run: dict[str, Any]) -> Any:
 def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: Path, folder: Path,
              device: torch.device, overwrite: bool) -> tuple[str, dict[str, Any]]:
     """Fit one file into ``folder`` -> (status "fitted" | "resumed" | "skipped", its metrics). ``options``:
-    train_split and resolve_run's keywords. A folder holding another run is refused (ValueError) unless
+    train_split, vis and resolve ("resolve_run"'s keywords). A folder holding another run is refused (ValueError) unless
     ``overwrite``."""
     run, task = resolve_task_run(config, kind, str(path), options["train_split"], **options["resolve"])
     has_run = (folder / CONFIG).is_file() and (folder / CHECKPOINT).is_file()
@@ -109,8 +109,9 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
         if (folder / METRICS).is_file():
             return "skipped", json.loads((folder / METRICS).read_text())
         run, task = resolve_task_run(saved, kind, str(path), options["train_split"], saved=True)
-        return "resumed", fit_run(run, task, folder, device, resume=True, quiet=True)
-    return "fitted", fit_run(run, task, folder, device, resume=False, quiet=True, overwrite=overwrite)
+        return "resumed", fit_run(run, task, folder, device, resume=True, quiet=True, vis=options["vis"])
+    return "fitted", fit_run(run, task, folder, device, resume=False, quiet=True, overwrite=overwrite,
+                             vis=options["vis"])
 
 
 def summary_row(path: Path, name: str, unit: str, status: str, metrics: dict[str, Any], error: str = "") -> dict:

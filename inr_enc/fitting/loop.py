@@ -56,6 +56,20 @@ class FitState:
     step: int = 0
     seconds: float = 0.0  # training time, evaluation excluded
     history: list[dict[str, float]] = field(default_factory=list)  # {"step", "seconds", "loss", "psnr"}
+    losses: list[float] = field(default_factory=list)  # the training loss of every step (curve.png, TensorBoard)
+
+
+class StepObserver:
+    """What the fit loop reports as it goes (TensorBoard's log implements it); the base ignores everything."""
+
+    def step(self, step: int, loss: float, lr: float, samples_per_second: float) -> None:
+        pass
+
+    def evaluation(self, step: int, seconds: float, psnr: float) -> None:
+        pass
+
+    def saved(self) -> None:
+        """A checkpoint was saved (the run folder holds the run from its first one on)."""
 
 
 def sample_centres(n: int, selection: slice = slice(None)) -> torch.Tensor:
@@ -110,6 +124,7 @@ class Fitter:
             raise Diverged(self.state.step, "a weight is not finite", self.checkpoint_step)
         payload = {
             "step": self.state.step, "seconds": self.state.seconds, "history": self.state.history,
+            "losses": self.state.losses,
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "batches": self.batches.get_state(), "config": self.run_config,
         }
@@ -143,7 +158,8 @@ class Fitter:
             self.optimizer.load_state_dict(payload["optimizer"])
             self.scheduler.load_state_dict(payload["scheduler"])
             self.batches.set_state(payload["batches"])
-            self.state = FitState(int(payload["step"]), float(payload["seconds"]), list(payload["history"]))
+            self.state = FitState(int(payload["step"]), float(payload["seconds"]), list(payload["history"]),
+                                  list(payload.get("losses", [])))  # runs saved before per-step losses: none
         except Exception as error:  # a checkpoint of another model, or edited: a clear message, not a traceback
             raise ValueError(f"{path} does not fit this run ({_first_line(error)})") from None
         self.checkpoint_step = self.state.step
@@ -185,23 +201,30 @@ class Fitter:
             raise Interrupted
         return self.state
 
-    def run(self, quiet: bool = False) -> FitState:
-        """Train up to ``training["steps"]``. Ctrl-C (or SIGTERM) finishes the current step, saves a checkpoint
-        and raises Interrupted, so a resumed run continues exactly where this one stopped."""
-        steps, state = self.training["steps"], self.state
+    def run(self, quiet: bool = False, observer: StepObserver | None = None) -> FitState:
+        """Train up to ``training["steps"]``, reporting each step and evaluation to ``observer``. Ctrl-C (or
+        SIGTERM) finishes the current step, saves a checkpoint and raises Interrupted, so a resumed run continues
+        exactly where this one stopped."""
+        steps, state, observer = self.training["steps"], self.state, observer or StepObserver()
+        samples = min(self.training["batch_size"] or self.train_coords.shape[0], self.train_coords.shape[0])
         bar = tqdm(total=steps, initial=state.step, disable=quiet, unit="step", dynamic_ncols=True)
         with _deferred_interrupts() as interrupted:
             try:
                 while state.step < steps:
-                    start = time.perf_counter()
+                    start, lr = time.perf_counter(), self.optimizer.param_groups[0]["lr"]
                     loss = self._step()
-                    state.seconds += time.perf_counter() - start
+                    elapsed = time.perf_counter() - start
+                    state.seconds += elapsed
                     state.step += 1  # schedules stay as in the step just taken: evaluation sees the model as trained
+                    state.losses.append(loss)
+                    observer.step(state.step, loss, lr, samples / max(elapsed, 1e-9))
                     if state.step % self.training["eval_every"] == 0 or state.step == steps:
                         state.history.append({"step": state.step, "seconds": state.seconds, "loss": loss, "psnr": self.evaluate()})
+                        observer.evaluation(state.step, state.seconds, state.history[-1]["psnr"])
                         bar.set_postfix(loss=f"{loss:.3g}", psnr=f"{state.history[-1]['psnr']:.2f}")
                     if state.step % self.training["checkpoint_every"] == 0 or state.step == steps or interrupted():
                         self.save_checkpoint()
+                        observer.saved()
                     bar.update(1)
                     if interrupted():
                         raise Interrupted

@@ -14,11 +14,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..io import atomic_path, write_text_atomically
-from .loop import FitState
 from .run_folder import CHECKPOINT, CONFIG
 
 MODEL_FILE = "model.safetensors"
-OUTPUT_FILES = (CONFIG, CHECKPOINT, "metrics.json", "curve.png", MODEL_FILE,
+OUTPUT_FILES = (CONFIG, CHECKPOINT, "metrics.json", "curve.png", "comparison.png", MODEL_FILE, "tensorboard",
                 *(f"reconstruction{level}.{suffix}" for level in ("", "_level*") for suffix in ("png", "wav", "flac", "ogg")))
 
 
@@ -67,25 +66,3 @@ def write_metrics(out_dir: Path, metrics: dict[str, Any]) -> None:
     if non_finite:
         strict["non_finite"] = non_finite
     write_text_atomically(out_dir / "metrics.json", json.dumps(strict, indent=2, allow_nan=False) + "\n")
-
-
-def write_curve(out_dir: Path, state: FitState, title: str) -> None:
-    """curve.png: evaluation PSNR against step and against training seconds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    steps = [h["step"] for h in state.history]
-    seconds = [h["seconds"] for h in state.history]
-    values = [h["psnr"] for h in state.history]
-    fig, (by_step, by_time) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
-    for axis, xs, label in ((by_step, steps, "step"), (by_time, seconds, "training time (s)")):
-        axis.plot(xs, values, marker="." if len(xs) < 50 else None)
-        axis.set_xlabel(label)
-        axis.set_ylabel("PSNR (dB)")
-        axis.grid(alpha=0.3)
-    fig.suptitle(title)
-    with atomic_path(out_dir / "curve.png") as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)

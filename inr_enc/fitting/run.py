@@ -23,7 +23,9 @@ from ..optim.lazy_adam import lazy_adam_extension
 from .audio import AudioTask
 from .image import ImageTask
 from .loop import FitState, Fitter, provenance
-from .outputs import MODEL_FILE, OUTPUT_FILES, read_model_file, size_metrics, write_curve, write_metrics, write_model_file
+from .outputs import MODEL_FILE, OUTPUT_FILES, read_model_file, size_metrics, write_metrics, write_model_file
+from .pictures import write_curve
+from .tensorboard import TensorBoardLog
 from .run_folder import RunFolder
 from .stops import Interrupted, raise_if_interrupted
 
@@ -51,10 +53,11 @@ def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:
 
 
 def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device: torch.device, resume: bool,
-            quiet: bool = False, overwrite: bool = False) -> dict[str, Any]:
+            quiet: bool = False, overwrite: bool = False, vis: str = "none") -> dict[str, Any]:
     """Fit ``task`` with the resolved ``run`` into ``out`` (continuing its checkpoint with ``resume``; replacing an
     earlier run's outputs with ``overwrite``, once the new run has a checkpoint); returns the metrics written to
-    metrics.json. Raises ValueError (folder in use, damaged checkpoint), Interrupted or Diverged."""
+    metrics.json. ``vis`` "tensorboard": a TensorBoard log in out/tensorboard (fitting/tensorboard.py). Raises
+    ValueError (folder in use, damaged checkpoint), Interrupted or Diverged."""
     training = run["training"]
     model = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
     if device.type == "cpu" and grid_tables(model):  # first builds here, not inside the first (timed) step
@@ -67,20 +70,28 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
         if resume:
             fitter.load_checkpoint()
         warn_unfinished_schedules(model, training["steps"])
-        if training["solver"] == "closed-form":
-            xs, ys, values = task.train_grid()
-            state = fitter.solve(lambda: model.network.solve(model.encoder, xs, ys, values, training["ridge"]))
-        else:
-            state = fitter.run(quiet=quiet)
+        log = TensorBoardLog(folder) if vis == "tensorboard" else None
         try:
-            return _finish(run, task, model, state, out, device)
-        except KeyboardInterrupt:  # the checkpoint is saved: --resume writes the outputs
-            raise Interrupted from None
+            if training["solver"] == "closed-form":
+                xs, ys, values = task.train_grid()
+                state = fitter.solve(lambda: model.network.solve(model.encoder, xs, ys, values, training["ridge"]))
+            else:
+                state = fitter.run(quiet=quiet, observer=log)
+            try:
+                metrics = _finish(run, task, model, state, out, device)
+            except KeyboardInterrupt:  # the checkpoint is saved: --resume writes the outputs
+                raise Interrupted from None
+            if log is not None:
+                log.pictures(state.step)
+            return metrics
+        finally:
+            if log is not None:
+                log.close()
 
 
 def _finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state: FitState, out: Path,
             device: torch.device) -> dict[str, Any]:
-    """The reconstructions, model.safetensors, metrics.json and curve.png of a trained model."""
+    """The reconstructions, comparison.png, model.safetensors, metrics.json and curve.png of a trained model."""
     training = run["training"]
     chunk = training["eval_chunk"]
     metrics = task.finish(model, out, chunk, device)
@@ -100,7 +111,7 @@ def _finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, stat
                     **size_metrics(n_params, file_bytes, task.n_samples, task.unit),
                     "provenance": provenance(model, device)})
     write_metrics(out, metrics)
-    write_curve(out, state, f"{run['config_name']} on {Path(run['task']['path']).name}")
+    write_curve(out / "curve.png", state.losses, state.history, f"{run['config_name']} on {Path(run['task']['path']).name}")
     return metrics
 
 

@@ -57,6 +57,11 @@ def read_config(folder: Path) -> Any:
         raise ValueError(f"{folder / CONFIG}: not valid YAML ({reason})") from None
 
 
+def _remove(path: Path) -> None:
+    """A file, or a folder with what it holds (an output folder such as tensorboard/)."""
+    shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
 class RunFolder:
     """Context manager around one run's writes into ``out``. ``path`` is where the run writes now (a staging
     folder while an earlier run is being replaced); ``checkpoint_saved()`` commits the staged files.
@@ -107,13 +112,13 @@ class RunFolder:
             self._staged = sorted((p.name for p in self.path.iterdir()), key=lambda name: (name != CHECKPOINT, name != CONFIG, name))
         for file in self._earlier_outputs():
             if file.name not in (CHECKPOINT, CONFIG):
-                file.unlink()
+                _remove(file)
         for name in self._staged:
             if (self.path / name).exists():
                 os.replace(self.path / name, self.out / name)
         for file in self._earlier_outputs():  # an earlier run's config or checkpoint that nothing replaced
             if file.name not in self._staged:
-                file.unlink()
+                _remove(file)
         self.path.rmdir()
         self.path = self.out
 
@@ -123,7 +128,7 @@ class RunFolder:
     def _remove_leftovers(self) -> None:
         for pattern in LEFTOVER_PATTERNS:
             for leftover in self.out.glob(pattern):
-                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+                _remove(leftover)
 
     def _lock(self) -> None:
         if fcntl is None:
