@@ -13,6 +13,8 @@ then the ``cli`` and the ``nerfstudio`` plugin.
 import importlib as _importlib
 from typing import Any as _Any
 
+from .version import __version__ as __version__  # re-exported
+
 # name -> module it lives in. Imported on first use (PEP 562), so ``import inr_enc.config`` or the inr-fit command
 # does not pay for torch before it needs it (inr-fit answers Ctrl-C or SIGTERM during that import with one line).
 _EXPORTS = {
@@ -23,7 +25,6 @@ _EXPORTS = {
 }
 _SUBMODULES = ("cli", "config", "encoders", "field", "fitting", "io", "metrics", "nerf", "networks", "ops", "optim")
 __all__ = sorted(_EXPORTS)
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> _Any:

@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("path", nargs="?", type=Path, help="the signal (image: default inr_enc/data/astronaut.png); "
                         "images, audios: a folder or a glob pattern such as 'photos/*.png'")
     parser.add_argument("--config", help="config name in inr_enc/configs/ or a .yaml/.json file (default: hashgrid "
-                        "for images, siren-audio for audio)")
+                        "for images, siren-audio for audio); images, audios: several, comma-separated, are compared")
     parser.add_argument("--set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="override config keys, e.g. --set encoding.log2_hashmap_size=15 network.n_neurons=128 "
                         "(dotted keys, YAML values; default: none)")
@@ -163,10 +163,13 @@ def training_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def fit_files(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """inr-fit images | audios: every file of a folder with one config (fitting/dataset.py) -> the summary rows."""
+    """inr-fit images | audios: every file of a folder with each config of --config (comma-separated; several:
+    OUT/<config>/ each, and OUT/summary.* and rate_distortion.png comparing them; fitting/dataset.py) -> the rows
+    of every config."""
     import glob
+    import os
 
-    from .fitting.dataset import fit_folder
+    from .fitting.dataset import UNITS, fit_folder, write_config_comparison
 
     kind = FOLDER_TASKS[args.task]
     if args.resume:
@@ -174,13 +177,21 @@ def fit_files(args: argparse.Namespace) -> list[dict[str, Any]]:
                          "(finished files are skipped, interrupted ones resume)")
     if args.path is None:
         raise ValueError(f"inr-fit {args.task} needs a folder or a glob pattern")
-    where, name = str(args.path), args.config or DEFAULT_CONFIGS[kind]
-    out = args.out or Path("out") / f"{Path(where).parent.name if glob.has_magic(where) else Path(where).name}-{Path(name).stem}"
-    options = {"train_split": args.train_split, "vis": args.vis,
-               "resolve": {"seed": args.seed, "training": training_overrides(args), "config_name": Path(name).stem}}
+    where, names = str(args.path), (args.config or DEFAULT_CONFIGS[kind]).split(",")
+    label = "+".join(Path(name).stem for name in names)
+    out = args.out or Path("out") / f"{Path(where).parent.name if glob.has_magic(where) else Path(where).name}-{label}"
+    results = {}
     with memory_limit_set(args.max_memory):
-        config = apply_overrides(load_config(name), args.set)
-        return fit_folder(kind, where, config, options, out, pick_device(args.device), args.overwrite, args.quiet)
+        configs = {Path(name).stem: apply_overrides(load_config(name), args.set) for name in names}  # all checked first
+        for stem, config in configs.items():
+            options = {"train_split": args.train_split, "vis": args.vis,
+                       "resolve": {"seed": args.seed, "training": training_overrides(args), "config_name": stem}}
+            folder = out / stem if len(configs) > 1 else out
+            results[stem] = fit_folder(kind, where, config, options, folder, pick_device(args.device), args.overwrite,
+                                       args.quiet)
+    if len(configs) > 1 and os.environ.get("RANK", "0") == "0":
+        write_config_comparison(out, results, UNITS[kind])
+    return [row for rows in results.values() for row in rows]
 
 
 def report_files(rows: list[dict[str, Any]], quiet: bool) -> int:

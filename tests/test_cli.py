@@ -47,8 +47,8 @@ def fit(*args):
 def test_image_outputs(tmp_path, image_path, tiny_config):
     out = tmp_path / "run"
     assert fit("image", image_path, "--config", tiny_config, "--out", out, "--seed", 3) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "config.yaml", "curve.png", "metrics.json",
-                                                     "model.safetensors", "reconstruction.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "comparison.png", "config.yaml", "curve.png",
+                                                     "metrics.json", "model.safetensors", "reconstruction.png"]
     recon = iio.imread(out / "reconstruction.png")
     assert recon.shape == (12, 10, 3) and recon.dtype == np.uint8
     metrics = json.loads((out / "metrics.json").read_text())

@@ -84,14 +84,14 @@ def test_pose_refinement_is_on_for_unbounded_data_off_for_bounded_and_checkpoint
     groups = pipeline.get_param_groups()
     assert set(groups) == {"fields", "grids"}
     assert set(Optimizers(config.optimizers, groups).optimizers) == {"fields", "grids"}  # camera_opt's entry unused
-    assert logged == ["inr_enc: a bounded scene (the scene box), camera pose refinement off"]
+    assert logged == ["inr_enc: a bounded scene (the scene box), camera pose refinement off, 65536 samples per batch"]
 
     logged.clear()
     captured = NerfstudioDataParserConfig(data=ROOT / "data" / "scenes" / "unbounded", downscale_factor=2)
     config, pipeline = _pipeline(captured)
     assert config.pipeline.model.camera_optimizer.mode == "SO3xR3"  # settled in place, as scene_contraction is
     assert logged == [("inr_enc: an unbounded scene (linf contraction beyond the scene box), camera pose refinement "
-                       "SO3xR3")]
+                       "SO3xR3, 32768 samples per batch")]
     groups = pipeline.get_param_groups()
     adjustments = pipeline.model.camera_optimizer.pose_adjustment
     assert set(groups) == {"fields", "grids", "camera_opt"} and groups["camera_opt"] == [adjustments]

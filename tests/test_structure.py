@@ -8,7 +8,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "inr_enc"
 MAX_LINES = 300
 # Layers from the bottom; a module may import its own layer and those below. Longest prefix wins.
 LAYERS = {
-    "inr_enc.config": 0, "inr_enc.io": 0, "inr_enc.metrics": 0,
+    "inr_enc.config": 0, "inr_enc.io": 0, "inr_enc.metrics": 0, "inr_enc.version": 0,
     "inr_enc.ops": 1,
     "inr_enc.encoders": 2, "inr_enc.optim": 2,
     "inr_enc.networks": 3,

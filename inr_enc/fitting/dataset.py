@@ -30,6 +30,7 @@ import yaml
 from tqdm import tqdm
 
 from ..io import write_text_atomically
+from .pictures import write_rate_distortion
 from .run import fit_run, resolve_task_run
 from .run_folder import CHECKPOINT, CONFIG, read_config
 from .stops import Diverged
@@ -198,3 +199,31 @@ def fit_folder(kind: str, where: str, config: dict[str, Any], options: dict[str,
     finally:
         if ranks.world > 1:
             torch.distributed.destroy_process_group()
+
+
+def write_config_comparison(out: Path, results: dict[str, list[dict[str, Any]]], unit: str) -> None:
+    """Several configs over the same files: summary.csv and summary.md in ``out`` (one row per config: files with
+    results, mean ± std of PSNR, SSIM and bits per ``unit``) and rate_distortion.png (PSNR against bits)."""
+    rows = []
+    for name, config_rows in results.items():
+        done = [row for row in config_rows if row["status"] != "failed"]
+        row = {"config": name, "files": len(config_rows), "with_results": len(done)}
+        for column in ("psnr", "ssim", f"bits_per_{unit}"):
+            stats = mean_and_std([r[column] for r in done])
+            row[column], row[f"{column}_std"] = stats if stats else (None, None)
+        rows.append(row)
+    text = io.StringIO()
+    writer = csv.DictWriter(text, list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomically(out / SUMMARY_CSV, text.getvalue())
+
+    def both(row: dict[str, Any], column: str) -> str:
+        return "" if row[column] is None else f"{row[column]:.4g} ± {row[f'{column}_std']:.2g}"
+
+    lines = [f"| config | files (with results) | PSNR (dB) | SSIM | bits per {unit} |", "|---|---|---|---|---|"]
+    lines += [f"| {r['config']} | {r['files']} ({r['with_results']}) | {both(r, 'psnr')} | {both(r, 'ssim')} | "
+              f"{both(r, f'bits_per_{unit}')} |" for r in rows]
+    write_text_atomically(out / SUMMARY_MD, "\n".join(lines) + "\n")
+    points = [(r["config"], r[f"bits_per_{unit}"], r["psnr"]) for r in rows if r["psnr"] is not None]
+    write_rate_distortion(out / "rate_distortion.png", points, f"bits per {unit} (model.safetensors, float16)")

@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from ..encoders.backends import backends_used
 from ..io import atomic_path
+from ..version import __version__
 from ..metrics import psnr
 from ..ops.schedules import set_training_step
 from ..optim import GridAdam
@@ -32,8 +33,6 @@ RENAMED_KEYS = {"weight": "network.weight"}
 def provenance(model: torch.nn.Module, device: torch.device) -> dict[str, Any]:
     """What produced a run's numbers: the implementation each encoder of ``model`` last ran on (tcnn, cpp, triton
     or torch, by module name), the device and torch's thread count, and the inr_enc, torch and Python versions."""
-    from .. import __version__
-
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     return {"encoders": backends_used(model), "device": str(device), "device_name": name,
             "threads": torch.get_num_threads(), "inr_enc": __version__, "torch": str(torch.__version__),

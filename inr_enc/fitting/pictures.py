@@ -3,7 +3,8 @@
 - curve.png: the training loss at every step, and PSNR at each evaluation against steps and against seconds;
 - comparison.png for images: target | reconstruction | error map, the error as per-pixel PSNR
   10 log10(1 / squared error) (channels averaged) with its colour bar in dB;
-- comparison.png for audio: waveform and spectrogram of the first channel, target above reconstruction.
+- comparison.png for audio: waveform and spectrogram of the first channel, target above reconstruction;
+- rate_distortion.png for a folder fitted with several configs: mean PSNR against mean bits per pixel (sample).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..io import atomic_path
 
 ERROR_MAP_DB = (0.0, 60.0)  # per-pixel PSNR shown in the error map (60 dB: below 8-bit rounding)
 MAX_PLOTTED_SAMPLES = 200_000  # a waveform longer than this is drawn from every k-th sample
+MAX_SHOWN_PIXELS = 1024  # an image larger than this on a side is drawn from every k-th pixel
 
 
 def _pyplot() -> Any:
@@ -66,9 +68,12 @@ def _shown(image: np.ndarray) -> np.ndarray:
 
 
 def write_image_comparison(path: Path, target: np.ndarray, reconstruction: np.ndarray, psnr: float) -> None:
-    """comparison.png: target | reconstruction | per-pixel PSNR map with a colour bar; images [H, W, C] in [0, 1]."""
+    """comparison.png: target | reconstruction | per-pixel PSNR map with a colour bar; images [H, W, C] in [0, 1],
+    shown at every k-th pixel where they exceed MAX_SHOWN_PIXELS on a side (the panels are smaller still)."""
     plt = _pyplot()
     height, width = target.shape[:2]
+    stride = -(-max(height, width) // MAX_SHOWN_PIXELS)
+    target, reconstruction = target[::stride, ::stride], reconstruction[::stride, ::stride]
     panel = 4.0 * min(1.0, max(width / height, 0.25))
     fig, axes = plt.subplots(1, 3, figsize=(3 * panel + 1.5, 4.4), constrained_layout=True)
     grey = {"cmap": "gray", "vmin": 0, "vmax": 1} if target.shape[-1] in (1, 2) else {}
@@ -98,4 +103,18 @@ def write_audio_comparison(path: Path, target: np.ndarray, reconstruction: np.nd
         axes[row, 1].set(ylabel="frequency (Hz)", title=f"{name}: spectrogram")
     for axis in axes[1]:
         axis.set_xlabel("time (s)")
+    _save(fig, path)
+
+
+def write_rate_distortion(path: Path, points: list[tuple[str, float, float]], rate_label: str) -> None:
+    """rate_distortion.png: one labelled point (name, bits, PSNR) per config, bits on a log scale."""
+    plt = _pyplot()
+    fig, axis = plt.subplots(figsize=(7, 5), constrained_layout=True)
+    for name, bits, psnr in points:
+        axis.scatter([bits], [psnr])
+        axis.annotate(name, (bits, psnr), textcoords="offset points", xytext=(5, 5))
+    if points and min(bits for _, bits, _ in points) > 0:
+        axis.set_xscale("log")
+    axis.set(xlabel=rate_label, ylabel="mean PSNR (dB)", title="rate and distortion per config")
+    axis.grid(alpha=0.3)
     _save(fig, path)
