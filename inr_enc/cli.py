@@ -162,14 +162,13 @@ def training_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {key: getattr(args, flag) for flag, key in TRAINING_FLAGS.items() if getattr(args, flag) is not None}
 
 
-def fit_files(args: argparse.Namespace) -> list[dict[str, Any]]:
+def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """inr-fit images | audios: every file of a folder with each config of --config (comma-separated; several:
-    OUT/<config>/ each, and OUT/summary.* and rate_distortion.png comparing them; fitting/dataset.py) -> the rows
-    of every config."""
-    import glob
-    import os
-
-    from .fitting.dataset import UNITS, fit_folder, write_config_comparison
+    OUT/<config>/ each, and OUT/summary.* and rate_distortion.png comparing them; fitting/dataset.py) -> each
+    config's rows."""
+    from .fitting.dataset import (UNITS, check_config, default_name, fit_folder, list_signals, rank_group,
+                                  write_config_comparison)
+    from .fitting.tensorboard import require_tensorboard
 
     kind = FOLDER_TASKS[args.task]
     if args.resume:
@@ -178,36 +177,50 @@ def fit_files(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.path is None:
         raise ValueError(f"inr-fit {args.task} needs a folder or a glob pattern")
     where, names = str(args.path), (args.config or DEFAULT_CONFIGS[kind]).split(",")
-    label = "+".join(Path(name).stem for name in names)
-    out = args.out or Path("out") / f"{Path(where).parent.name if glob.has_magic(where) else Path(where).name}-{label}"
-    results = {}
+    stems = [Path(name).stem for name in names]
+    if len(set(stems)) < len(stems):
+        raise ValueError(f"--config {args.config}: two configs named alike; each gets OUT/<name>/")
+    out = args.out or Path("out") / f"{default_name(where)}-{'+'.join(stems)}"
+    if args.vis == "tensorboard":
+        require_tensorboard()
+    results: dict[str, list[dict[str, Any]]] = {}
     with memory_limit_set(args.max_memory):
-        configs = {Path(name).stem: apply_overrides(load_config(name), args.set) for name in names}  # all checked first
-        for stem, config in configs.items():
-            options = {"train_split": args.train_split, "vis": args.vis,
-                       "resolve": {"seed": args.seed, "training": training_overrides(args), "config_name": stem}}
-            folder = out / stem if len(configs) > 1 else out
-            results[stem] = fit_folder(kind, where, config, options, folder, pick_device(args.device), args.overwrite,
-                                       args.quiet)
-    if len(configs) > 1 and os.environ.get("RANK", "0") == "0":
-        write_config_comparison(out, results, UNITS[kind])
-    return [row for rows in results.values() for row in rows]
+        files = list_signals(kind, where, out)
+        configs = {stem: apply_overrides(load_config(name), args.set) for stem, name in zip(stems, names)}
+        options = {stem: {"train_split": args.train_split, "vis": args.vis,
+                          "resolve": {"seed": args.seed, "training": training_overrides(args), "config_name": stem}}
+                   for stem in configs}
+        for stem, config in configs.items():  # every config checked before anything is fitted
+            check_config(kind, config, options[stem], files)
+        with rank_group(pick_device(args.device)) as (ranks, device):
+            for stem, config in configs.items():
+                folder = out / stem if len(configs) > 1 else out
+                results[stem] = fit_folder(kind, files, config, options[stem], folder, device, ranks,
+                                           args.overwrite, args.quiet)
+            if len(configs) > 1 and ranks.rank == 0:
+                write_config_comparison(out, results, UNITS[kind])
+    return results
 
 
-def report_files(rows: list[dict[str, Any]], quiet: bool) -> int:
-    """The summary's gist on stdout (rank 0 only under torchrun); one line on stderr and exit code 2 if a file failed."""
+def report_files(results: dict[str, list[dict[str, Any]]], quiet: bool) -> int:
+    """Each config's gist on stdout (rank 0 only under torchrun); one line on stderr and exit code 2 if a file
+    failed."""
     import os
 
     from .fitting.dataset import mean_and_std
 
     if os.environ.get("RANK", "0") != "0":
         return 0
-    failed = [row for row in rows if row["status"] == "failed"]
-    psnr = mean_and_std([row["psnr"] for row in rows])
-    if not quiet:
-        print(f"{len(rows) - len(failed)} of {len(rows)} files fitted" + (f", PSNR {psnr[0]:.2f} ± {psnr[1]:.2f} dB" if psnr else ""))
+    failed = [(stem, row) for stem, rows in results.items() for row in rows if row["status"] == "failed"]
+    for stem, rows in results.items():
+        done = sum(row["status"] != "failed" for row in rows)
+        psnr = mean_and_std([row["psnr"] for row in rows])
+        if not quiet:
+            print(f"{stem}: {done} of {len(rows)} files fitted" + (f", PSNR {psnr[0]:.2f} ± {psnr[1]:.2f} dB" if psnr else ""))
     if failed:
-        print(f"inr-fit: {len(failed)} of {len(rows)} files failed ({failed[0]['file']}: {failed[0]['error']}); the summary lists them",
+        total = sum(len(rows) for rows in results.values())
+        stem, row = failed[0]
+        print(f"inr-fit: {len(failed)} of {total} fits failed ({stem}, {row['file']}: {row['error']}); the summary lists them",
               file=sys.stderr)
         return 2
     return 0
@@ -248,7 +261,8 @@ def _main(argv: list[str] | None) -> int:
         print(f"inr-fit: {error}", file=sys.stderr)
         return 3
     except Interrupted:
-        print("inr-fit: interrupted; the checkpoint is saved, continue with --resume", file=sys.stderr)
+        again = "run the same command again" if args.task in FOLDER_TASKS else "continue with --resume"
+        print(f"inr-fit: interrupted; the checkpoint is saved, {again}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:  # while loading, before the training loop, or in a closed-form solve
         print("inr-fit: interrupted; no checkpoint was written by this run", file=sys.stderr)

@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -15,7 +16,9 @@ import soundfile
 import yaml
 
 from inr_enc.cli import main as inr_fit
-from inr_enc.fitting.dataset import list_signals, run_names
+from inr_enc.fitting import dataset
+from inr_enc.fitting.dataset import default_name, list_signals, run_names
+from inr_enc.fitting.loop import Fitter
 
 TINY = {
     "encoding": {"otype": "Frequency", "n_frequencies": 3},
@@ -65,7 +68,7 @@ def test_a_folder_is_fitted_with_a_summary_and_a_bad_file_is_recorded(tmp_path, 
     out = tmp_path / "out"
     code = inr_fit(["images", str(photos), "--config", str(tiny_config), "--out", str(out), "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "1 of 4 files failed" in err[0] and "broken.png" in err[0]
+    assert code == 2 and len(err) == 1 and "1 of 4 fits failed" in err[0] and "broken.png" in err[0]
     rows = read_summary(out)
     assert [(r["run"], r["status"]) for r in rows] == [("a", "fitted"), ("b", "fitted"), ("broken", "failed"),
                                                        ("c", "fitted")]
@@ -172,3 +175,59 @@ def test_several_configs_are_compared_with_a_rate_distortion_plot(tmp_path, phot
         assert float(row["bits_per_pixel"]) == pytest.approx(statistics.fmean(float(r["bits_per_pixel"]) for r in per_file))
     assert float(compared[1]["bits_per_pixel"]) > float(compared[0]["bits_per_pixel"])  # the wider network's file
     assert iio.imread(out / "rate_distortion.png").ndim == 3
+
+
+def test_default_names_and_outputs_left_out_of_the_inputs(tmp_path, photos, monkeypatch):
+    assert default_name(str(photos)) == "photos" and default_name(str(photos / "**" / "*.png")) == "photos"
+    monkeypatch.chdir(photos)
+    assert default_name("*.png") == "photos" and default_name(".") == "photos"
+    (photos / "out" / "a").mkdir(parents=True)
+    iio.imwrite(photos / "out" / "a" / "reconstruction.png", np.zeros((4, 4, 3), dtype=np.uint8))
+    found = list_signals("image", str(photos / "**" / "*.png"), photos / "out")
+    assert [p.name for p in found] == ["a.png", "b.png", "broken.png", "c.png"]
+
+
+def test_an_interrupted_folder_run_resumes_its_file_mid_way(tmp_path, photos, tiny_config, monkeypatch):
+    (photos / "broken.png").unlink()
+    out = tmp_path / "out"
+    args = ["images", str(photos), "--config", str(tiny_config), "--out", str(out), "--quiet"]
+    step = Fitter._step
+
+    def interrupted_in_b(self):  # Ctrl-C while file b trains its 6th step
+        if self.folder.out.name == "b" and self.state.step == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+        return step(self)
+
+    monkeypatch.setattr(Fitter, "_step", interrupted_in_b)
+    assert inr_fit(args) == 130
+    assert (out / "a" / "metrics.json").is_file() and not (out / "b" / "metrics.json").exists()
+    assert not (out / "c").exists()
+    monkeypatch.undo()
+    assert inr_fit(args) == 0
+    assert [r["status"] for r in read_summary(out)] == ["skipped", "resumed", "fitted"]
+    assert json.loads((out / "b" / "metrics.json").read_text())["steps"] == 12
+
+
+def test_any_failure_of_a_file_is_recorded_and_a_bad_config_fails_first(tmp_path, photos, tiny_config, capsys,
+                                                                        monkeypatch):
+    (photos / "broken.png").unlink()
+    out = tmp_path / "out"
+    fit_run = dataset.fit_run
+
+    def crashing_on_b(run, task, folder, *rest, **options):
+        if folder.name == "b":
+            raise RuntimeError("out of memory on the device")
+        return fit_run(run, task, folder, *rest, **options)
+
+    monkeypatch.setattr(dataset, "fit_run", crashing_on_b)
+    assert inr_fit(["images", str(photos), "--config", str(tiny_config), "--out", str(out), "--quiet"]) == 2
+    assert [r["status"] for r in read_summary(out)] == ["fitted", "failed", "fitted"]
+    assert read_summary(out)[1]["error"] == "RuntimeError: out of memory on the device"
+    capsys.readouterr()
+    for extra, message in ((["--set", "network.n_nerons=8"], "did you mean 'n_neurons'"),
+                           (["--config", f"{tiny_config},{tiny_config}"], "two configs named alike")):
+        argv = ["images", str(photos), "--config", str(tiny_config), "--out", str(tmp_path / "o2"), "--quiet", *extra]
+        assert inr_fit(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0]
+        assert not (tmp_path / "o2").exists()  # refused before anything was fitted

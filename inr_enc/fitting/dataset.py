@@ -15,12 +15,15 @@ are gathered (gloo on CPU, NCCL on CUDA, where each rank takes device ``LOCAL_RA
 from __future__ import annotations
 
 import csv
+import datetime
 import glob
 import io
 import json
 import math
 import os
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +34,7 @@ from tqdm import tqdm
 
 from ..io import write_text_atomically
 from .pictures import write_rate_distortion
-from .run import fit_run, resolve_task_run
+from .run import fit_run, read_task, resolve_for, resolve_task_run
 from .run_folder import CHECKPOINT, CONFIG, read_config
 from .stops import Diverged
 
@@ -40,11 +43,13 @@ SUFFIXES = {"image": (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp",
 UNITS = {"image": "pixel", "audio": "sample"}
 METRICS = "metrics.json"
 SUMMARY_CSV, SUMMARY_MD = "summary.csv", "summary.md"
+NO_MEMORY_LIMIT = 1 << 62  # bytes
+GATHER_TIMEOUT = datetime.timedelta(days=7)  # ranks wait this long for the slowest one's share
 
 
-def list_signals(kind: str, where: str) -> list[Path]:
+def list_signals(kind: str, where: str, out: Path | None = None) -> list[Path]:
     """The files to fit, sorted: a folder's files with a ``kind`` suffix (SUFFIXES), or every file a glob pattern
-    matches. ValueError when there are none."""
+    matches, leaving out anything under ``out`` (a run's own outputs). ValueError when there are none."""
     if Path(where).is_dir():
         files = [p for p in Path(where).iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES[kind]]
         if not files:
@@ -55,7 +60,18 @@ def list_signals(kind: str, where: str) -> list[Path]:
             raise ValueError(f"{where}: the pattern matches no file")
     else:
         raise ValueError(f"{where}: neither a folder nor a glob pattern (such as 'photos/*.png')")
+    if out is not None:
+        files = [file for file in files if not file.resolve().is_relative_to(out.resolve())]
+        if not files:
+            raise ValueError(f"{where}: no file outside --out {out}")
     return sorted(files)
+
+
+def default_name(where: str) -> str:
+    """A name for a folder run's default --out: the folder's, or for a glob the folder before its first wildcard."""
+    parts = Path(where).parts
+    plain = [part for part in parts[:next((i for i, p in enumerate(parts) if glob.has_magic(p)), len(parts))]]
+    return Path(*plain).resolve().name if plain else Path.cwd().name
 
 
 def run_names(files: list[Path]) -> list[str]:
@@ -115,6 +131,18 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
                              vis=options["vis"])
 
 
+def check_config(kind: str, config: dict[str, Any], options: dict[str, Any], files: list[Path]) -> None:
+    """Resolve ``config`` on the first file that reads, before anything is fitted, so a bad key or value is one
+    error rather than one per file (ValueError); no memory limit here (a file too large is its own failure)."""
+    for file in files:
+        try:
+            task = read_task(kind, str(file), options["train_split"])
+        except ValueError:  # a file that cannot be fitted is recorded when its turn comes
+            continue
+        resolve_for(config, task, options["train_split"], **options["resolve"], max_memory=NO_MEMORY_LIMIT)
+        return
+
+
 def summary_row(path: Path, name: str, unit: str, status: str, metrics: dict[str, Any], error: str = "") -> dict:
     return {"file": str(path), "run": name, "status": status, "psnr": metrics.get("psnr"),
             "ssim": metrics.get("ssim"), f"bits_per_{unit}": metrics.get(f"bits_per_{unit}"),
@@ -133,14 +161,18 @@ def mean_and_std(values: list[Any]) -> tuple[float, float] | None:
     return statistics.fmean(numbers), statistics.stdev(numbers) if len(numbers) > 1 else 0.0
 
 
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomically(path, text.getvalue())
+
+
 def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
     """summary.csv (every column, one row per file) and summary.md (a table, then mean ± std), atomically."""
     columns = list(rows[0])
-    text = io.StringIO()
-    writer = csv.DictWriter(text, columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    write_text_atomically(out / SUMMARY_CSV, text.getvalue())
+    _write_csv(out / SUMMARY_CSV, rows)
 
     def cell(value: Any) -> str:
         return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value).replace("|", "\\|")
@@ -163,42 +195,52 @@ def gather_rows(rows: list[tuple[int, dict]], ranks: Ranks) -> list[dict]:
     return [row for _, row in sorted(rows, key=lambda pair: pair[0])]
 
 
-def fit_folder(kind: str, where: str, config: dict[str, Any], options: dict[str, Any], out: Path,
-               device: torch.device, overwrite: bool = False, quiet: bool = False) -> list[dict[str, Any]]:
-    """Fit every file of ``where`` (:func:`list_signals`) with ``config`` into ``out``/<name>/, this rank's share
-    under torchrun, and write the summary (rank 0) -> the rows, in file order."""
+@contextmanager
+def rank_group(device: torch.device) -> Iterator[tuple[Ranks, torch.device]]:
+    """This process's :class:`Ranks` and device (under torchrun on CUDA: GPU LOCAL_RANK), inside the ranks' process
+    group (gloo on CPU, NCCL on CUDA) when there are several. Ranks wait for each other only when rows are gathered,
+    after fitting their shares, so the group's timeout is long (a share may take days)."""
     ranks = Ranks.from_environment()
+    if ranks.world == 1:
+        yield ranks, device
+        return
+    if device.type == "cuda":
+        device = torch.device("cuda", ranks.local_rank)
+        torch.cuda.set_device(device)
+    torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=GATHER_TIMEOUT)
+    try:
+        yield ranks, device
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: dict[str, Any], out: Path,
+               device: torch.device, ranks: Ranks, overwrite: bool = False, quiet: bool = False) -> list[dict[str, Any]]:
+    """Fit ``files`` (:func:`list_signals`) with ``config`` into ``out``/<name>/, this rank's share under torchrun
+    (inside :func:`rank_group`), and write the summary (rank 0) -> the rows, in file order."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
-    files = list_signals(kind, where)
     names = run_names(files)
-    if ranks.world > 1:
-        if device.type == "cuda":
-            device = torch.device("cuda", ranks.local_rank)
-            torch.cuda.set_device(device)
-        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
-    try:
-        mine = range(ranks.rank, len(files), ranks.world)
-        rows: list[tuple[int, dict]] = []
-        psnrs: list[float] = []
-        bar = tqdm(mine, disable=quiet or ranks.rank != 0, unit="file", dynamic_ncols=True)
-        for i in bar:
-            try:
-                status, metrics = fit_file(kind, config, options, files[i], out / names[i], device, overwrite)
-                rows.append((i, summary_row(files[i], names[i], UNITS[kind], status, metrics)))
-                psnrs += _finite([metrics.get("psnr")])
-            except (ValueError, OSError, Diverged) as error:  # recorded; the other files go on
-                rows.append((i, summary_row(files[i], names[i], UNITS[kind], "failed", {}, str(error))))
-            if psnrs:
-                bar.set_postfix_str(f"mean PSNR {statistics.fmean(psnrs):.2f} dB")
-        all_rows = gather_rows(rows, ranks)
-        if ranks.rank == 0:
-            out.mkdir(parents=True, exist_ok=True)
-            write_summary(out, all_rows)
-        return all_rows
-    finally:
-        if ranks.world > 1:
-            torch.distributed.destroy_process_group()
+    mine = range(ranks.rank, len(files), ranks.world)
+    rows: list[tuple[int, dict]] = []
+    psnrs: list[float] = []
+    bar = tqdm(mine, disable=quiet or ranks.rank != 0, unit="file", dynamic_ncols=True)
+    for i in bar:
+        try:
+            status, metrics = fit_file(kind, config, options, files[i], out / names[i], device, overwrite)
+            rows.append((i, summary_row(files[i], names[i], UNITS[kind], status, metrics)))
+            psnrs += _finite([metrics.get("psnr")])
+        except Exception as error:  # recorded, whatever it is (Ctrl-C is not an Exception); the others go on
+            reason = str(error) if isinstance(error, (ValueError, OSError, Diverged)) else \
+                f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            rows.append((i, summary_row(files[i], names[i], UNITS[kind], "failed", {}, reason)))
+        if psnrs:
+            bar.set_postfix_str(f"mean PSNR {statistics.fmean(psnrs):.2f} dB")
+    all_rows = gather_rows(rows, ranks)
+    if ranks.rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        write_summary(out, all_rows)
+    return all_rows
 
 
 def write_config_comparison(out: Path, results: dict[str, list[dict[str, Any]]], unit: str) -> None:
@@ -212,11 +254,7 @@ def write_config_comparison(out: Path, results: dict[str, list[dict[str, Any]]],
             stats = mean_and_std([r[column] for r in done])
             row[column], row[f"{column}_std"] = stats if stats else (None, None)
         rows.append(row)
-    text = io.StringIO()
-    writer = csv.DictWriter(text, list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    write_text_atomically(out / SUMMARY_CSV, text.getvalue())
+    _write_csv(out / SUMMARY_CSV, rows)
 
     def both(row: dict[str, Any], column: str) -> str:
         return "" if row[column] is None else f"{row[column]:.4g} ± {row[f'{column}_std']:.2g}"

@@ -6,7 +6,6 @@ are replaced only then.
 
 from __future__ import annotations
 
-import copy
 import functools
 import math
 import sys
@@ -32,15 +31,25 @@ from .stops import Interrupted, raise_if_interrupted
 TASKS = {"image": ImageTask, "audio": AudioTask}
 
 
+def read_task(kind: str, path: str, train_split: bool) -> ImageTask | AudioTask:
+    """The task on the signal at ``path`` (read, input only); ValueError for a bad signal."""
+    check_task({"kind": kind, "path": path, "train_split": train_split})
+    return TASKS[kind](path, train_split)
+
+
+def resolve_for(config: dict[str, Any], task: ImageTask | AudioTask, train_split: bool, **options: Any
+                ) -> dict[str, Any]:
+    """The whole run of ``config`` on ``task``'s signal (config/schema.py ``resolve_run``, ``options`` passed on);
+    ValueError naming the first problem."""
+    section = {"kind": task.describe()["kind"], "path": str(task.path), "train_split": train_split, **task.describe()}
+    return resolve_run(config, section, task.n_input_dims, task.n_output_dims, task.coordinate_shape, **options)
+
+
 def resolve_task_run(config: dict[str, Any], kind: str, path: str, train_split: bool, **options: Any
                      ) -> tuple[dict[str, Any], ImageTask | AudioTask]:
-    """Read the signal at ``path`` (input only) and resolve the whole run against it (config/schema.py
-    ``resolve_run``, ``options`` passed on) -> (run, task); ValueError for a bad signal or config."""
-    check_task({"kind": kind, "path": path, "train_split": train_split})
-    task = TASKS[kind](path, train_split)
-    section = {"kind": kind, "path": path, "train_split": train_split, **task.describe()}
-    run = resolve_run(config, section, task.n_input_dims, task.n_output_dims, task.coordinate_shape, **options)
-    return run, task
+    """:func:`read_task` then :func:`resolve_for` -> (run, task)."""
+    task = read_task(kind, path, train_split)
+    return resolve_for(config, task, train_split, **options), task
 
 
 def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:
@@ -99,12 +108,13 @@ def _finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, stat
         level_metrics = task.finish(functools.partial(model, level=level), out, chunk, device, f"reconstruction_level{level}")
         metrics[f"psnr_level{level}"] = level_metrics["psnr"]
     file_bytes = write_model_file(out, model)
-    rounded = copy.deepcopy(model)  # the weights as the model file gives them back
-    read_model_file(out / MODEL_FILE, rounded)
+    rounded = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
+    read_model_file(out / MODEL_FILE, rounded.to(device))  # a fresh model with the file's weights (no copy: a
+    # tcnn-backed encoder holds native modules)
     metrics["psnr_float16"] = task.score(rounded, chunk, device)
     n_params = sum(p.numel() for p in model.parameters())
     final_loss = {"loss": state.history[-1]["loss"]} if state.history else {}
-    scored = [h for h in state.history if math.isfinite(h["psnr"])]
+    scored = [h for h in state.history if not math.isnan(h["psnr"])]  # inf (an exact fit) is the best
     best = max(scored, key=lambda h: h["psnr"]) if scored else None
     metrics.update({**final_loss, "steps": state.step, "seconds": state.seconds,
                     **({"best_psnr": best["psnr"], "best_psnr_step": best["step"]} if best else {}),

@@ -1,8 +1,9 @@
 """``--vis tensorboard``: a run's TensorBoard log in <out>/tensorboard (torch.utils.tensorboard's SummaryWriter;
 the ``tensorboard`` package is an extra, and nothing is sent anywhere).
 
-Scalars every step: train/loss, train/lr, train/samples_per_s; eval/psnr at each evaluation; at the end the
-reconstruction and comparison.png (target | reconstruction | error map) as images.
+Scalars every step: train/loss, train/lr, train/samples_per_s; eval/psnr at each evaluation; at the end
+reconstruction.png (images) and comparison.png (images: target | reconstruction | error map; audio: waveform and
+spectrogram) as images.
 """
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ from .run_folder import RunFolder
 FOLDER = "tensorboard"
 
 
+def require_tensorboard() -> type:
+    """torch's SummaryWriter; ValueError (one line) when the tensorboard package is missing."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # torch raises it when the tensorboard package is not installed
+        raise ValueError("--vis tensorboard needs the tensorboard package: pip install 'inr_enc[tensorboard]'") from None
+    return SummaryWriter
+
+
 class TensorBoardLog(StepObserver):
     """Logs into ``folder.out``/tensorboard; ValueError (one line) when the tensorboard package is missing.
 
@@ -23,11 +33,7 @@ class TensorBoardLog(StepObserver):
     path, so events are kept in memory until the run folder holds the run (:meth:`saved`), then written there."""
 
     def __init__(self, folder: RunFolder) -> None:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:  # torch raises it when the tensorboard package is not installed
-            raise ValueError("--vis tensorboard needs the tensorboard package: pip install 'inr_enc[tensorboard]'") from None
-        self._make_writer, self.folder = SummaryWriter, folder
+        self._make_writer, self.folder = require_tensorboard(), folder
         self.writer = None
         self.pending: list[tuple[str, float, int]] = []  # (tag, value, step) not written yet
 
