@@ -13,23 +13,16 @@ import pytest
 import soundfile
 import torch
 import yaml
+from runs import TINY, write_tiny_config
 
 from inr_enc.cli import main as inr_fit
 from inr_enc.fitting.loop import Fitter
 from inr_enc.fitting.signals import read_audio, read_image, write_image
 
-TINY = {
-    "encoding": {"otype": "Frequency", "n_frequencies": 3},
-    "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1},
-    "training": {"steps": 8, "lr": 1e-2, "eval_every": 2, "checkpoint_every": 2},
-}
-
 
 @pytest.fixture
 def tiny_config(tmp_path):
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(TINY))
-    return path
+    return write_tiny_config(tmp_path)
 
 
 @pytest.fixture

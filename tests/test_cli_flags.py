@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from runs import TINY, write_tiny_config
 
 from inr_enc import __version__
 from inr_enc.cli import HELP_DEFAULTS, build_parser
@@ -16,17 +17,10 @@ from inr_enc.cli import main as inr_fit
 from inr_enc.config.files import apply_overrides, available_configs, load_config
 from inr_enc.config.schema import TRAINING_DEFAULTS
 
-TINY = {
-    "encoding": {"otype": "Frequency", "n_frequencies": 3},
-    "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1},
-    "training": {"steps": 4, "lr": 1e-2, "eval_every": 2, "checkpoint_every": 2},
-}
-
 
 @pytest.fixture
 def tiny(tmp_path):
-    config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump(TINY))
+    config = write_tiny_config(tmp_path, steps=4)
     image = tmp_path / "img.png"
     iio.imwrite(image, np.random.default_rng(0).integers(0, 256, (8, 8, 3), dtype=np.uint8))
     return config, image
@@ -89,7 +83,7 @@ def test_metrics_and_config_record_what_ran(tmp_path, tiny):
     _, image = tiny
     out, config = tmp_path / "run", tmp_path / "grid.yaml"
     grid = {"otype": "HashGrid", "n_levels": 4, "log2_hashmap_size": 10, "base_resolution": 4, "per_level_scale": 1.5}
-    config.write_text(yaml.safe_dump({**TINY, "encoding": grid}))
+    config.write_text(yaml.safe_dump({**yaml.safe_load(write_tiny_config(tmp_path, steps=4).read_text()), "encoding": grid}))
     assert inr_fit(["image", str(image), "--config", str(config), "--out", str(out), "--quiet", "--device", "cpu"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     saved = yaml.safe_load((out / "config.yaml").read_text())

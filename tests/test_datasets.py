@@ -14,24 +14,17 @@ import numpy as np
 import pytest
 import soundfile
 import yaml
+from runs import TINY, write_tiny_config
 
 from inr_enc.cli import main as inr_fit
 from inr_enc.fitting import dataset
 from inr_enc.fitting.dataset import default_name, list_signals, run_names
 from inr_enc.fitting.loop import Fitter
 
-TINY = {
-    "encoding": {"otype": "Frequency", "n_frequencies": 3},
-    "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1},
-    "training": {"steps": 12, "lr": 1e-2, "eval_every": 4, "checkpoint_every": 4},
-}
-
 
 @pytest.fixture
 def tiny_config(tmp_path):
-    path = tmp_path / "tiny.yaml"
-    path.write_text(yaml.safe_dump(TINY))
-    return path
+    return write_tiny_config(tmp_path, steps=12, eval_every=4, checkpoint_every=4)
 
 
 @pytest.fixture
@@ -163,7 +156,7 @@ def test_torchrun_ranks_share_the_files_and_give_one_process_summary(tmp_path, p
 def test_several_configs_are_compared_with_a_rate_distortion_plot(tmp_path, photos, tiny_config):
     (photos / "broken.png").unlink()
     wider = tmp_path / "wider.yaml"
-    wider.write_text(yaml.safe_dump({**TINY, "network": {**TINY["network"], "n_neurons": 32}}))
+    wider.write_text(yaml.safe_dump({**yaml.safe_load(tiny_config.read_text()), "network": {**TINY["network"], "n_neurons": 32}}))
     out = tmp_path / "out"
     assert inr_fit(["images", str(photos), "--config", f"{tiny_config},{wider}", "--out", str(out), "--quiet"]) == 0
     compared = read_summary(out)

@@ -7,22 +7,15 @@ import numpy as np
 import pytest
 import soundfile
 import torch
-import yaml
+from runs import write_tiny_config
 
 from inr_enc.cli import main as inr_fit
 from inr_enc.fitting.pictures import error_map_db
 
-TINY = {
-    "encoding": {"otype": "Frequency", "n_frequencies": 3},
-    "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1},
-    "training": {"steps": 8, "lr": 1e-2, "eval_every": 2, "checkpoint_every": 4},
-}
-
 
 @pytest.fixture
 def image_run(tmp_path):
-    config, image = tmp_path / "tiny.yaml", tmp_path / "img.png"
-    config.write_text(yaml.safe_dump(TINY))
+    config, image = write_tiny_config(tmp_path, checkpoint_every=4), tmp_path / "img.png"
     iio.imwrite(image, np.random.default_rng(0).integers(0, 256, (12, 10, 3), dtype=np.uint8))
     return ["image", str(image), "--config", str(config), "--quiet"]
 
@@ -48,8 +41,7 @@ def test_image_run_draws_the_comparison_and_every_steps_loss(tmp_path, image_run
 
 
 def test_audio_run_draws_waveform_and_spectrogram(tmp_path):
-    config, clip = tmp_path / "tiny.yaml", tmp_path / "in.wav"
-    config.write_text(yaml.safe_dump(TINY))
+    config, clip = write_tiny_config(tmp_path, checkpoint_every=4), tmp_path / "in.wav"
     soundfile.write(clip, np.random.default_rng(2).uniform(-0.5, 0.5, 600).astype(np.float32), 8000, subtype="PCM_16")
     assert inr_fit(["audio", str(clip), "--config", str(config), "--out", str(tmp_path / "run"), "--quiet"]) == 0
     assert iio.imread(tmp_path / "run" / "comparison.png").ndim == 3
