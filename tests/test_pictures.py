@@ -79,3 +79,23 @@ def test_a_resumed_run_appends_and_an_overwriting_one_replaces_the_log(tmp_path,
     assert [e.step for e in _events(out / "tensorboard").Scalars("train/loss")] == list(range(1, 9))
     assert inr_fit([*image_run, "--out", str(out), "--vis", "tensorboard", "--steps", "2", "--overwrite"]) == 0
     assert [e.step for e in _events(out / "tensorboard").Scalars("train/loss")] == [1, 2]
+
+
+def test_a_run_resumed_after_a_crash_logs_each_step_once(tmp_path, image_run, monkeypatch):
+    from inr_enc.fitting.loop import Fitter
+
+    out = tmp_path / "run"
+    step = Fitter._step
+
+    def crash_at_step_7(self):  # after the step-4 checkpoint and six logged steps
+        if self.state.step == 6:
+            raise RuntimeError("the machine went away")
+        return step(self)
+
+    monkeypatch.setattr(Fitter, "_step", crash_at_step_7)
+    with pytest.raises(RuntimeError):
+        inr_fit([*image_run, "--out", str(out), "--vis", "tensorboard"])
+    monkeypatch.undo()
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == 4
+    assert inr_fit(["image", "--resume", str(out), "--vis", "tensorboard", "--quiet"]) == 0
+    assert [e.step for e in _events(out / "tensorboard").Scalars("train/loss")] == list(range(1, 9))

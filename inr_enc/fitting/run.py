@@ -79,7 +79,7 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
         if resume:
             fitter.load_checkpoint()
         warn_unfinished_schedules(model, training["steps"])
-        log = TensorBoardLog(folder) if vis == "tensorboard" else None
+        log = TensorBoardLog(folder, fitter.state.step) if vis == "tensorboard" else None
         try:
             if training["solver"] == "closed-form":
                 xs, ys, values = task.train_grid()

@@ -27,13 +27,14 @@ def require_tensorboard() -> type:
 
 
 class TensorBoardLog(StepObserver):
-    """Logs into ``folder.out``/tensorboard; ValueError (one line) when the tensorboard package is missing.
+    """Logs into ``folder.out``/tensorboard, from training step ``start_step`` on (a resumed run's checkpoint);
+    ValueError (one line) when the tensorboard package is missing.
 
     A new run is staged until its first checkpoint (run_folder.py), and the writer appends to its event file by
     path, so events are kept in memory until the run folder holds the run (:meth:`saved`), then written there."""
 
-    def __init__(self, folder: RunFolder) -> None:
-        self._make_writer, self.folder = require_tensorboard(), folder
+    def __init__(self, folder: RunFolder, start_step: int = 0) -> None:
+        self._make_writer, self.folder, self.start_step = require_tensorboard(), folder, start_step
         self.writer = None
         self.pending: list[tuple[str, float, int]] = []  # (tag, value, step) not written yet
 
@@ -54,7 +55,8 @@ class TensorBoardLog(StepObserver):
     def saved(self) -> None:
         """A checkpoint was saved: once the run is in its folder, open the log there and write what is pending."""
         if self.writer is None and self.folder.path == self.folder.out:
-            self.writer = self._make_writer(str(self.folder.out / FOLDER))
+            # a resumed run drops the events an earlier process logged past its checkpoint (killed after it)
+            self.writer = self._make_writer(str(self.folder.out / FOLDER), purge_step=self.start_step + 1)
             for tag, value, step in self.pending:
                 self.writer.add_scalar(tag, value, step)
             self.pending.clear()
