@@ -41,7 +41,7 @@ def resolve_for(config: dict[str, Any], task: ImageTask | AudioTask, train_split
                 ) -> dict[str, Any]:
     """The whole run of ``config`` on ``task``'s signal (config/schema.py ``resolve_run``, ``options`` passed on);
     ValueError naming the first problem."""
-    section = {"kind": task.describe()["kind"], "path": str(task.path), "train_split": train_split, **task.describe()}
+    section = {"train_split": train_split, **task.describe()}  # describe(): kind, path and the signal's facts
     return resolve_run(config, section, task.n_input_dims, task.n_output_dims, task.coordinate_shape, **options)
 
 
@@ -109,8 +109,7 @@ def _finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, stat
         metrics[f"psnr_level{level}"] = level_metrics["psnr"]
     file_bytes = write_model_file(out, model)
     rounded = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
-    read_model_file(out / MODEL_FILE, rounded.to(device))  # a fresh model with the file's weights (no copy: a
-    # tcnn-backed encoder holds native modules)
+    read_model_file(out / MODEL_FILE, rounded.to(device))  # a fresh model, not a copy (tcnn holds native modules)
     metrics["psnr_float16"] = task.score(rounded, chunk, device)
     n_params = sum(p.numel() for p in model.parameters())
     final_loss = {"loss": state.history[-1]["loss"]} if state.history else {}
