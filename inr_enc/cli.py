@@ -25,6 +25,7 @@ from .config.files import apply_overrides
 from .config.memory import memory_limit_set
 from .fitting.run_folder import CHECKPOINT, CONFIG, check_target, read_config
 from .fitting.stops import Diverged, Interrupted, interrupts_noted
+from .version import __version__
 
 if TYPE_CHECKING:
     import torch
@@ -53,8 +54,6 @@ def _from_config(key: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
-
     parser = _Parser(prog="inr-fit", description="Fit an implicit neural representation to an image or an audio "
                      "file (WAV, FLAC, OGG), or to every file of a folder; `inr-fit configs` lists the named configs.")
     parser.add_argument("task", choices=sorted(DEFAULT_CONFIGS) + sorted(FOLDER_TASKS) + ["configs"],
@@ -205,11 +204,9 @@ def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
 def report_files(results: dict[str, list[dict[str, Any]]], quiet: bool) -> int:
     """Each config's gist on stdout (rank 0 only under torchrun); one line on stderr and exit code 2 if a file
     failed."""
-    import os
+    from .fitting.dataset import Ranks, mean_and_std
 
-    from .fitting.dataset import mean_and_std
-
-    if os.environ.get("RANK", "0") != "0":
+    if Ranks.from_environment().rank != 0:
         return 0
     failed = [(stem, row) for stem, rows in results.items() for row in rows if row["status"] == "failed"]
     for stem, rows in results.items():

@@ -51,9 +51,9 @@ class AudioTask:
 
     def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
                name: str = "reconstruction") -> dict[str, float]:
-        """Write <name>.wav, .flac or .ogg (and comparison.png for the main reconstruction) (the input's container, subtype and rate where libsndfile writes them, else
-        WAV: ``Audio.output_format``); return psnr over all samples, and psnr_file of the written file read back
-        (PCM rounding, or a lossy codec's loss)."""
+        """Write <name>.wav, .flac or .ogg: the input's container, subtype and rate where libsndfile writes them,
+        else WAV (``Audio.output_format``); for the main reconstruction also comparison.png. Return psnr over all
+        samples, and psnr_file of the written file read back (PCM rounding, or a lossy codec's loss)."""
         recon = predict(model, sample_coords(self.n_samples), chunk, device).numpy()
         path = out_dir / f"{name}.{self.audio.output_format[2]}"
         write_audio(path, recon, self.audio)

@@ -5,8 +5,8 @@ one, and ``summary.csv`` and ``summary.md`` in ``out`` list per file its status,
 sample), seconds and steps, with mean ± std (sample standard deviation) over the files that have results.
 
 Resumable: a file whose folder holds a finished run of the same resolved config is skipped (its metrics read
-back), an interrupted one (config and checkpoint, no metrics.json) resumes, and a file that cannot be fitted
-(unreadable, refused by the config, diverged) is recorded as failed while the others go on.
+back), an interrupted one (config and checkpoint, no metrics.json) resumes, and a file whose fit raises anything
+(unreadable, refused by the config, diverged, a crash) is recorded as failed while the others go on; Ctrl-C stops.
 
 Under torchrun (``WORLD_SIZE`` > 1) rank r fits files r, r + W, r + 2W, ... of the sorted list; the ranks' rows
 are gathered (gloo on CPU, NCCL on CUDA, where each rank takes device ``LOCAL_RANK``) and rank 0 writes the summary.
@@ -33,6 +33,7 @@ import yaml
 from tqdm import tqdm
 
 from ..io import write_text_atomically
+from .outputs import METRICS_FILE
 from .pictures import write_rate_distortion
 from .run import fit_run, read_task, resolve_for, resolve_task_run
 from .run_folder import CHECKPOINT, CONFIG, read_config
@@ -41,7 +42,6 @@ from .stops import Diverged
 SUFFIXES = {"image": (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif"),
             "audio": (".wav", ".flac", ".ogg")}
 UNITS = {"image": "pixel", "audio": "sample"}
-METRICS = "metrics.json"
 SUMMARY_CSV, SUMMARY_MD = "summary.csv", "summary.md"
 NO_MEMORY_LIMIT = 1 << 62  # bytes
 GATHER_TIMEOUT = datetime.timedelta(days=7)  # ranks wait this long for the slowest one's share
@@ -70,7 +70,7 @@ def list_signals(kind: str, where: str, out: Path | None = None) -> list[Path]:
 def default_name(where: str) -> str:
     """A name for a folder run's default --out: the folder's, or for a glob the folder before its first wildcard."""
     parts = Path(where).parts
-    plain = [part for part in parts[:next((i for i, p in enumerate(parts) if glob.has_magic(p)), len(parts))]]
+    plain = parts[:next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))]
     return Path(*plain).resolve().name if plain else Path.cwd().name
 
 
@@ -123,9 +123,9 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
         saved = read_config(folder)
         if not isinstance(saved, dict) or {k: v for k, v in saved.items() if k != "provenance"} != _as_saved(run):
             raise ValueError(f"{folder} holds a run of another config or signal; pass --overwrite to replace it")
-        if (folder / METRICS).is_file():
-            return "skipped", json.loads((folder / METRICS).read_text())
-        run, task = resolve_task_run(saved, kind, str(path), options["train_split"], saved=True)
+        if (folder / METRICS_FILE).is_file():
+            return "skipped", json.loads((folder / METRICS_FILE).read_text())
+        run = resolve_for(saved, task, options["train_split"], saved=True)  # the signal already read
         return "resumed", fit_run(run, task, folder, device, resume=True, quiet=True, vis=options["vis"])
     return "fitted", fit_run(run, task, folder, device, resume=False, quiet=True, overwrite=overwrite,
                              vis=options["vis"])

@@ -71,9 +71,9 @@ class ImageTask:
 
     def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
                name: str = "reconstruction") -> dict[str, float]:
-        """Write <name>.png (and comparison.png for the main reconstruction); return psnr (test pixels with the split, else all), psnr_train, psnr_file (the written
-        8- or 16-bit PNG read back, on psnr's pixels), ssim (None, with ssim_note saying why, for an image too
-        small for SSIM's window)."""
+        """Write <name>.png (for the main reconstruction also comparison.png); return psnr (test pixels with the
+        split, else all), psnr_train, psnr_file (the written 8- or 16-bit PNG read back, on psnr's pixels), ssim
+        (None, with ssim_note saying why, for an image too small for SSIM's window)."""
         recon = self.reconstruct(model, chunk, device)
         write_image(out_dir / f"{name}.png", recon, self.image.dtype)
         target = self.image.pixels

@@ -16,8 +16,8 @@ from safetensors.torch import load_file, save_file
 from ..io import atomic_path, write_text_atomically
 from .run_folder import CHECKPOINT, CONFIG
 
-MODEL_FILE = "model.safetensors"
-OUTPUT_FILES = (CONFIG, CHECKPOINT, "metrics.json", "curve.png", "comparison.png", MODEL_FILE, "tensorboard",
+MODEL_FILE, METRICS_FILE = "model.safetensors", "metrics.json"
+OUTPUT_FILES = (CONFIG, CHECKPOINT, METRICS_FILE, "curve.png", "comparison.png", MODEL_FILE, "tensorboard",
                 *(f"reconstruction{level}.{suffix}" for level in ("", "_level*") for suffix in ("png", "wav", "flac", "ogg")))
 
 
@@ -65,4 +65,4 @@ def write_metrics(out_dir: Path, metrics: dict[str, Any]) -> None:
     strict = {key: None if key in non_finite else value for key, value in metrics.items()}
     if non_finite:
         strict["non_finite"] = non_finite
-    write_text_atomically(out_dir / "metrics.json", json.dumps(strict, indent=2, allow_nan=False) + "\n")
+    write_text_atomically(out_dir / METRICS_FILE, json.dumps(strict, indent=2, allow_nan=False) + "\n")
