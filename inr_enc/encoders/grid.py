@@ -11,6 +11,7 @@ levels hash); see ops/grid/reference.py for the one deliberate difference (overf
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -142,10 +143,13 @@ class Grid(Multiresolution):
         self.params = init_table(levels, self.n_features_per_level, seeded_generator(config["seed"]))
         self.levels = GridLevels(levels, HASH_PRIMES[config["hash"]])
 
+    models = 1  # tables held (stack_grids): block m of a batch's `models` equal blocks reads table m
+
     def tcnn_config(self) -> dict[str, Any] | None:
-        """tcnn's default build compiles grids for 2 to 4 input dims and the CoherentPrime hash only."""
+        """tcnn's default build compiles grids for 2 to 4 input dims and the CoherentPrime hash only, and reads one
+        table."""
         config = self.config
-        if not 2 <= self.n_input_dims <= 4 or config["hash"] != "CoherentPrime":
+        if not 2 <= self.n_input_dims <= 4 or config["hash"] != "CoherentPrime" or self.models > 1:
             return None
         del config["seed"]
         return config
@@ -155,7 +159,25 @@ class Grid(Multiresolution):
 
     def encode(self, x: torch.Tensor, backend: str = "torch", cov: torch.Tensor | None = None) -> torch.Tensor:
         return grid_encoding(x, self.params, self.levels, self.n_features_per_level, self.interpolation, backend,
-                             sparse_accumulator(self, self.params))
+                             sparse_accumulator(self, self.params), self.models)
+
+    def table(self, m: int) -> torch.Tensor:
+        """Table ``m`` of a stacked grid (a view of ``params``): [E * F]."""
+        return self.params.view(self.models, -1)[m]
+
+
+def stack_grids(grids: list[Grid]) -> Grid:
+    """One grid of the config of ``grids`` holding their tables back to back (``params`` [M * E * F], copied):
+    x [M * n, d], the M models' inputs one block after another -> [M * n, L * F], block m read from grid m's
+    table; gradients and GridAdam's lazy updates stay per table. ValueError for grids of different configs."""
+    first = grids[0]
+    if any(type(g) is not type(first) or g.config != first.config or g.n_input_dims != first.n_input_dims
+           or g.models != 1 for g in grids):
+        raise ValueError("stack_grids: every grid needs the same otype, config and input width, and one table")
+    stacked = copy.deepcopy(first)
+    stacked.params = torch.nn.Parameter(torch.cat([g.params.detach() for g in grids]))
+    stacked.models = len(grids)
+    return stacked
 
 
 @register_encoder()

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Iterable
 
 import torch
@@ -62,26 +63,33 @@ def sparse_accumulator(owner: torch.nn.Module, params: torch.Tensor) -> Callable
 
 def grid_encoding(
     x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features_per_level: int, interpolation: str,
-    kernel: str = "torch", sparse_accumulator: Callable[[], torch.Tensor] | None = None,
+    kernel: str = "torch", sparse_accumulator: Callable[[], torch.Tensor] | None = None, models: int = 1,
 ) -> torch.Tensor:
     """x: [N, d] -> [N, L * F] (level-major, feature-minor), read from the flat table ``params`` [E * F].
+
+    ``models`` > 1: ``params`` holds that many tables back to back ([models * E * F]) and x that many equal
+    blocks of samples, block m reading table m (many fields fitted as one computation; N divisible by models).
 
     ``kernel``: "torch" (the reference), "cpp" (the fused CPU kernel) or "triton"; the three agree to float
     rounding. ``sparse_accumulator`` (see the function of that name): the cpp kernel may then give ``params`` a
     sparse gradient holding only the rows the batch read (for optim.GridAdam); the other kernels ignore it.
     """
+    if models < 1 or x.shape[0] % models or params.numel() % models:
+        raise ValueError(f"models={models}: the {x.shape[0]} samples and {params.numel()} table elements must split "
+                         "into that many equal blocks")
     if kernel == "torch":
-        return torch_grid_encoding(x, params, levels, n_features_per_level, interpolation)
+        return torch_grid_encoding(x, params, levels, n_features_per_level, interpolation, models)
     table = params.to(x.dtype)
     if kernel == "cpp":
         from .cpu_kernel import fused_grid_encoding
 
         accumulator = sparse_accumulator if table is params else None  # not through a dtype conversion
-        return fused_grid_encoding(x, table, levels, n_features_per_level, interpolation, accumulator, torch_grid_encoding)
+        reference = functools.partial(torch_grid_encoding, models=models)
+        return fused_grid_encoding(x, table, levels, n_features_per_level, interpolation, accumulator, reference, models)
     if kernel == "triton":
         from .triton_kernel import triton_grid_encoding
 
-        return triton_grid_encoding(x, table, levels, n_features_per_level, interpolation)
+        return triton_grid_encoding(x, table, levels, n_features_per_level, interpolation, models)
     raise ValueError(f"unknown grid kernel {kernel!r}; valid kernels: {', '.join(KERNELS)}")
 
 

@@ -46,9 +46,11 @@ def fused_unavailable_reason(x: torch.Tensor) -> str | None:
     return reason
 
 
-def _level_args(levels: GridLevels) -> tuple:
+def _level_args(levels: GridLevels, x: torch.Tensor, table: torch.Tensor, f: int, models: int) -> tuple:
+    """The kernels' level arguments, then samples per model and rows per table (``models`` tables in ``table``)."""
     return (levels.scale.contiguous(), levels.offset, levels.dense_strides.contiguous(), levels.dense_size,
-            torch.tensor(levels.primes, dtype=torch.int64), levels.n_dense, levels.hash_size)
+            torch.tensor(levels.primes, dtype=torch.int64), levels.n_dense, levels.hash_size,
+            x.shape[0] // models, table.numel() // (f * models))
 
 
 _KEPT: collections.OrderedDict[tuple[int, torch.dtype], torch.Tensor] = collections.OrderedDict()
@@ -88,8 +90,8 @@ class _FusedGrid(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, table: torch.Tensor, levels: GridLevels, f: int, interpolation: str,
-                accumulator: Callable[[], torch.Tensor] | None, reference: Callable) -> torch.Tensor:
-        ext, args = cpu_extension(), _level_args(levels)
+                accumulator: Callable[[], torch.Tensor] | None, reference: Callable, models: int) -> torch.Tensor:
+        ext, args = cpu_extension(), _level_args(levels, x, table, f, models)
         ctx.save_for_backward(x, table)
         ctx.setup = (args, f, interpolation, accumulator, reference, levels)
         out = _buffer((x.shape[0], levels.scale.numel() * f), x.dtype)
@@ -106,7 +108,7 @@ class _FusedGrid(torch.autograd.Function):
                 out = reference(x, table, levels, f, interpolation)
             grads = iter(torch.autograd.grad(out, wanted, grad, create_graph=True))
             return (next(grads) if ctx.needs_input_grad[0] else None,
-                    next(grads) if ctx.needs_input_grad[1] else None, None, None, None, None, None)
+                    next(grads) if ctx.needs_input_grad[1] else None, None, None, None, None, None, None)
         ext, code, grad = cpu_extension(), INTERPOLATIONS.index(interpolation), grad.contiguous()
         grad_x = grad_table = None
         if ctx.needs_input_grad[0]:
@@ -126,12 +128,12 @@ class _FusedGrid(torch.autograd.Function):
                 # unique but unsorted indices: not "coalesced" to torch, which assumes sorted ones
                 grad_table = torch.sparse_coo_tensor(index[None], values, table.shape, is_coalesced=False,
                                                      check_invariants=False)
-        return grad_x, grad_table, None, None, None, None, None
+        return grad_x, grad_table, None, None, None, None, None, None
 
 
 def fused_grid_encoding(x: torch.Tensor, table: torch.Tensor, levels: GridLevels, n_features_per_level: int,
                         interpolation: str, accumulator: Callable[[], torch.Tensor] | None,
-                        reference: Callable) -> torch.Tensor:
+                        reference: Callable, models: int = 1) -> torch.Tensor:
     """x: [N, d] -> [N, L * F] from the flat table [E * F] (same dtype as x), as ``reference`` computes it.
 
     ``accumulator``: None for a dense table gradient, or a function giving a zero [E * F] workspace of the
@@ -140,5 +142,6 @@ def fused_grid_encoding(x: torch.Tensor, table: torch.Tensor, levels: GridLevels
     (unsorted, so not flagged coalesced); the workspace is left at zero, so such a step never touches the
     whole table.
     ``reference(x, table, levels, F, interpolation)`` is the differentiable PyTorch path, for second derivatives.
+    ``models``: tables back to back in ``table``, read by equal blocks of x in turn (ops/grid ``grid_encoding``).
     """
-    return _FusedGrid.apply(x, table, levels, n_features_per_level, interpolation, accumulator, reference)
+    return _FusedGrid.apply(x, table, levels, n_features_per_level, interpolation, accumulator, reference, models)

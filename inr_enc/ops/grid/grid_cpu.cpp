@@ -11,10 +11,11 @@
 
 using namespace inr_enc;
 
-#define INR_ENC_LEVELS scale, offset, dense_strides, dense_size, primes, n_dense, hash_size
+#define INR_ENC_LEVELS scale, offset, dense_strides, dense_size, primes, n_dense, hash_size, samples_per_model, model_rows
 #define INR_ENC_LEVEL_ARGS                                                                                   \
   const torch::Tensor &scale, const torch::Tensor &offset, const torch::Tensor &dense_strides,               \
-      const torch::Tensor &dense_size, const torch::Tensor &primes, int64_t n_dense, int64_t hash_size
+      const torch::Tensor &dense_size, const torch::Tensor &primes, int64_t n_dense, int64_t hash_size,      \
+      int64_t samples_per_model, int64_t model_rows
 
 // x [N, d], table [E * F] -> `out` [N, L * F] (any contents: every element is written).
 void forward(const torch::Tensor& x, const torch::Tensor& table, torch::Tensor out, int64_t f, int64_t interpolation,
@@ -33,13 +34,16 @@ void forward(const torch::Tensor& x, const torch::Tensor& table, torch::Tensor o
   });
 }
 
-// d loss / d table, written into the dense `result` [E * F] (any contents: it is zeroed level by level).
+// d loss / d table, written into the dense `result` [E * F] (any contents: it is zeroed level by level, or
+// first as a whole where it holds several tables).
 void backward_table(const torch::Tensor& x, const torch::Tensor& grad, torch::Tensor result, int64_t f,
                     int64_t interpolation, INR_ENC_LEVEL_ARGS) {
   const Levels lv = read_levels(INR_ENC_LEVELS);
+  const bool one_table = result.numel() / f == lv.model_rows;
+  if (!one_table) result.zero_();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "grid_backward_table", [&] {
     scatter_levels<scalar_t>(x.data_ptr<scalar_t>(), grad.data_ptr<scalar_t>(), result.data_ptr<scalar_t>(), x.size(0),
-                             x.size(1), f, interpolation, lv, result.numel() / f, [](int64_t, int64_t) {});
+                             x.size(1), f, interpolation, lv, one_table ? result.numel() / f : 0, [](int64_t, int64_t) {});
   });
 }
 
@@ -57,7 +61,8 @@ std::vector<torch::Tensor> backward_table_sparse(const torch::Tensor& x, const t
   std::vector<char> scanned(lv.n_levels);
   std::vector<std::vector<int64_t>> rows(lv.n_levels);
   for (int64_t l = 0; l < lv.n_levels; ++l) first[l] = lv.offset[l];
-  for (int64_t l = 0; l < lv.n_levels; ++l) scanned[l] = 4 * reads >= first[l + 1] - first[l];
+  const bool one_table = n_rows == lv.model_rows;  // a scan covers one table's level
+  for (int64_t l = 0; l < lv.n_levels; ++l) scanned[l] = one_table && 4 * reads >= first[l + 1] - first[l];
   torch::Tensor indices, values;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "grid_backward_table_sparse", [&] {
     scalar_t* sums = accumulator.data_ptr<scalar_t>();

@@ -24,12 +24,15 @@ struct Levels {
   const int64_t* dense_size;    // [n_dense]
   const int64_t* primes;        // [d]
   int64_t n_levels, n_dense, hash_mask;
+  int64_t samples_per_model, model_rows;  // several tables back to back: sample s reads table s / samples_per_model
 };
 
 Levels read_levels(const torch::Tensor& scale, const torch::Tensor& offset, const torch::Tensor& dense_strides,
-                   const torch::Tensor& dense_size, const torch::Tensor& primes, int64_t n_dense, int64_t hash_size) {
+                   const torch::Tensor& dense_size, const torch::Tensor& primes, int64_t n_dense, int64_t hash_size,
+                   int64_t samples_per_model, int64_t model_rows) {
   return {scale.data_ptr<float>(), offset.data_ptr<int64_t>(), dense_strides.data_ptr<int64_t>(),
-          dense_size.data_ptr<int64_t>(), primes.data_ptr<int64_t>(), scale.size(0), n_dense, hash_size - 1};
+          dense_size.data_ptr<int64_t>(), primes.data_ptr<int64_t>(), scale.size(0), n_dense, hash_size - 1,
+          std::max<int64_t>(samples_per_model, 1), model_rows};
 }
 
 // One sample's cell at one level: per dim the uint32 cell, the 1D weight of the upper corner and its derivative.
@@ -104,6 +107,7 @@ struct Lookups {
     uint32_t factor[kMaxDims];  // uint32 arithmetic throughout, as tcnn's index
     for (int i = 0; i < d; ++i) factor[i] = static_cast<uint32_t>(dense ? lv.dense_strides[l * d + i] : lv.primes[i]);
     for (int64_t s = begin; s < end; ++s) {
+      const int64_t first_row = lv.offset[l] + s / lv.samples_per_model * lv.model_rows;  // of this table's level
       const Cell<T> c = locate(x + s * d, d, lv.scale[l], interpolation);
       n_corners = c.n_corners;
       uint32_t term[kMaxDims][2];  // per dim, the lower and upper neighbour's term of the index
@@ -126,7 +130,7 @@ struct Lookups {
           w = w1[i][bit] * w;
         }
         const int64_t index = static_cast<uint32_t>(sum);  // the mod below is rarely needed (inputs in [0, 1])
-        row[j] = lv.offset[l] + (dense ? (index < lv.dense_size[l] ? index : index % lv.dense_size[l])
+        row[j] = first_row + (dense ? (index < lv.dense_size[l] ? index : index % lv.dense_size[l])
                                        : static_cast<int64_t>(hash & static_cast<uint32_t>(lv.hash_mask)));
         weight[j] = c.n_corners == 1 ? T(1) : w;
         __builtin_prefetch(rows_base + row[j] * f);

@@ -197,10 +197,16 @@ def kernel_input_reason(kernel: str, x: torch.Tensor) -> str | None:
 
 
 def torch_grid_encoding(
-    x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features_per_level: int, interpolation: str
+    x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features_per_level: int, interpolation: str,
+    models: int = 1,
 ) -> torch.Tensor:
-    """The PyTorch path: x [N, d] -> [N, L * F] (level-major, feature-minor), read from the flat table ``params``."""
+    """The PyTorch path: x [N, d] -> [N, L * F] (level-major, feature-minor), read from the flat table ``params``;
+    with ``models`` tables in ``params``, the m-th block of N / models samples reads the m-th table."""
     index, weights = grid_corners(x, levels, interpolation)
+    if models > 1:
+        per_model = x.shape[0] // models
+        model_rows = params.numel() // (models * n_features_per_level)
+        index += (torch.arange(x.shape[0], device=x.device) // per_model * model_rows)[None, None]
     table = params.to(x.dtype).reshape(-1, n_features_per_level)
     out = _InterpolateTable.apply(table, weights, index)  # [L, N, F]
     return out.permute(1, 0, 2).reshape(x.shape[0], index.shape[0] * n_features_per_level)

@@ -39,13 +39,14 @@ MAX_UNROLL = 8  # corners unrolled in the kernel's corner loop
 
 def _grid_kernel(
     x_ptr, table_ptr, scale_ptr, consts_ptr, out_ptr, grad_out_ptr, grad_table_ptr, grad_x_ptr, n_samples, n_dense,
-    D: tl.constexpr, F: tl.constexpr, INTERP: tl.constexpr, POS_MAX: tl.constexpr, BLOCK: tl.constexpr,
+    samples_per_model, model_rows, D: tl.constexpr, F: tl.constexpr, INTERP: tl.constexpr, POS_MAX: tl.constexpr, BLOCK: tl.constexpr,
     FORWARD: tl.constexpr, GRAD_TABLE: tl.constexpr, GRAD_X: tl.constexpr, UNROLL: tl.constexpr,
 ):
     """Forward (FORWARD): out [N, L*F] = sum over corners of weight * table row. Backward: grad_out [N, L*F]
     -> atomic adds into grad_table [E*F] (GRAD_TABLE) and into grad_x [N, D] float64 (GRAD_X).
     x [N, D] (float32 | float64: the compute dtype), table [E*F], scale [L] float32, consts [L, D + 2] int64
-    (per-dim row-major stride or hash prime, level size, level offset)."""
+    (per-dim row-major stride or hash prime, level size, level offset). Sample n reads the table that starts at
+    row (n // samples_per_model) * model_rows (several tables back to back; one: model_rows 0)."""
     level = tl.program_id(1)
     n = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = n < n_samples
@@ -54,7 +55,7 @@ def _grid_kernel(
     scale = tl.load(scale_ptr + level).to(tl.float64)
     consts = consts_ptr + level * (D + 2)
     size = tl.load(consts + D).to(tl.uint32)
-    offset = tl.load(consts + D + 1)
+    offset = tl.load(consts + D + 1) + n // samples_per_model * model_rows  # [BLOCK]
     hashed = level >= n_dense
     cells, fracs, weights1, inside, factors = (), (), (), (), ()
     for i in tl.static_range(D):
@@ -182,6 +183,7 @@ def _level_constants(levels: GridLevels, device: torch.device) -> tuple[torch.Te
 def _launch(
     x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features: int, interpolation: str,
     grad_out: torch.Tensor | None = None, grad_table: torch.Tensor | None = None, grad_x: torch.Tensor | None = None,
+    models: int = 1,
 ) -> torch.Tensor | None:
     """Forward (``grad_out`` None): returns [N, L*F] in x's dtype. Backward: accumulates into ``grad_table``
     [E*F] (x's dtype) and/or ``grad_x`` [N, d] float64, both zeroed by the caller; returns None."""
@@ -194,6 +196,7 @@ def _launch(
     kernel = _kernel(not x.is_cuda or triton.knobs.runtime.interpret)
     kernel[(triton.cdiv(n_samples, BLOCK), n_levels)](
         x, params, scale, consts, out, grad_out, grad_table, grad_x, n_samples, levels.n_dense,
+        max(n_samples // models, 1), params.numel() // (n_features * models) if models > 1 else 0,
         D=n_dims, F=n_features, INTERP=INTERPOLATIONS.index(interpolation), POS_MAX=torch.finfo(x.dtype).max, BLOCK=BLOCK,
         FORWARD=grad_out is None, GRAD_TABLE=grad_table is not None, GRAD_X=grad_x is not None,
         UNROLL=1 if interpolation == "Nearest" else min(2**n_dims, MAX_UNROLL),
@@ -207,41 +210,43 @@ class _TritonGridEncoding(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features: int,
-                interpolation: str) -> torch.Tensor:
+                interpolation: str, models: int) -> torch.Tensor:
         ctx.save_for_backward(x, params)
-        ctx.settings = levels, n_features, interpolation
-        return _launch(x, params, levels, n_features, interpolation)
+        ctx.settings = levels, n_features, interpolation, models
+        return _launch(x, params, levels, n_features, interpolation, models=models)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, params = ctx.saved_tensors
-        levels, n_features, interpolation = ctx.settings
+        levels, n_features, interpolation, models = ctx.settings
         need_x, need_params = ctx.needs_input_grad[:2]
         if torch.is_grad_enabled():  # create_graph: differentiate the torch path, which has second derivatives
             inputs = [t for t, needed in ((x, need_x), (params, need_params)) if needed]
-            out = torch_grid_encoding(x, params, levels, n_features, interpolation)
+            out = torch_grid_encoding(x, params, levels, n_features, interpolation, models)
             grads = list(torch.autograd.grad(out, inputs, grad, create_graph=True, allow_unused=True))
             grad_x = grads.pop(0) if need_x else None
             grad_params = grads.pop(0) if need_params else None
             if need_x and grad_x is None:  # Nearest: the output does not depend on x
                 grad_x = torch.zeros_like(x)
-            return grad_x, grad_params, None, None, None
+            return grad_x, grad_params, None, None, None, None
         grad_table = torch.zeros(params.shape, dtype=x.dtype, device=x.device) if need_params else None
         grad_x = torch.zeros(x.shape, dtype=torch.float64, device=x.device) if need_x else None
         if need_params or (need_x and interpolation != "Nearest"):
-            _launch(x, params, levels, n_features, interpolation, grad.contiguous(), grad_table, grad_x)
+            _launch(x, params, levels, n_features, interpolation, grad.contiguous(), grad_table, grad_x, models)
         return (None if grad_x is None else grad_x.to(x.dtype), None if grad_table is None else grad_table.to(params.dtype),
-                None, None, None)
+                None, None, None, None)
 
 
 def triton_grid_encoding(
-    x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features_per_level: int, interpolation: str
+    x: torch.Tensor, params: torch.Tensor, levels: GridLevels, n_features_per_level: int, interpolation: str,
+    models: int = 1,
 ) -> torch.Tensor:
-    """x: [N, d] -> [N, L * F] (level-major, feature-minor) from the flat table ``params`` [E*F]; the same
-    numerics as ``torch_grid_encoding``. Raises RuntimeError where ``triton_unavailable_reason(x)`` gives a reason."""
+    """x: [N, d] -> [N, L * F] (level-major, feature-minor) from the flat table ``params`` [E*F] (``models`` tables
+    back to back, read by equal blocks of x in turn); the same numerics as ``torch_grid_encoding``. Raises RuntimeError where ``triton_unavailable_reason(x)`` gives a reason."""
     reason = triton_unavailable_reason(x)
     if reason is not None:
         raise RuntimeError(f"triton grid encoding unavailable: {reason}")
     if interpolation not in INTERPOLATIONS:
         raise ValueError(f"interpolation must be one of {list(INTERPOLATIONS)}, got {interpolation!r}")
-    return _TritonGridEncoding.apply(x.contiguous(), params.contiguous(), levels, n_features_per_level, interpolation)
+    return _TritonGridEncoding.apply(x.contiguous(), params.contiguous(), levels, n_features_per_level, interpolation,
+                                     models)

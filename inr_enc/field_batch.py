@@ -1,0 +1,107 @@
+"""Many fields of one config as one computation (functa, COIN++): M small signals fitted together.
+
+The networks' weights are stacked (``torch.func.stack_module_state``) and run with ``functional_call`` under
+``vmap``, so each layer is one batched matmul over the M models; grid tables are stacked into one grid
+(encoders/grid.py ``stack_grids``) whose kernels read model m's table for model m's samples. Every model keeps
+its own parameters and gradients: trained with the sum of the per-model losses under Adam (elementwise), each
+follows the run it would have alone.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from .encoders.grid import Grid, stack_grids
+from .field import Field
+
+
+def batching_unavailable_reason(field: Field) -> str | None:
+    """Why fields like ``field`` cannot be fitted as one computation, or None when they can."""
+    network, encoder = field.network, field.encoder
+    if network.reads_coordinates or network.has_levels or network.solves_closed_form:
+        return f"its {network.otype} network routes samples, has levels or is solved in closed form"
+    if not isinstance(encoder, Grid) and any(True for _ in encoder.parameters()):
+        return f"its {encoder.otype} encoding has trained parameters that are not a grid table"
+    return None
+
+
+class FieldBatch(nn.Module):
+    """M fields of one config: x [M, n, n_input_dims] -> [M, n, n_output_dims], model m reading x[m].
+
+    ``fields``: built from the same config (and seed, as a folder fit builds them); their parameters are
+    copied. Encodings without parameters are shared (their buffers must be equal); grid tables are stacked.
+    ``field(m)`` gives model m back as a standalone :class:`Field`.
+    """
+
+    def __init__(self, fields: list[Field]) -> None:
+        super().__init__()
+        first = fields[0]
+        if any(f.config != first.config or (f.n_input_dims, f.n_output_dims) != (first.n_input_dims, first.n_output_dims)
+               for f in fields):
+            raise ValueError("FieldBatch: every field needs the same config and input and output widths")
+        reason = batching_unavailable_reason(first)
+        if reason is not None:
+            raise ValueError(f"FieldBatch: fields cannot be batched: {reason}")
+        self.n_models, self.n_input_dims, self.n_output_dims = len(fields), first.n_input_dims, first.n_output_dims
+        self.field_config = first.config
+        if isinstance(first.encoder, Grid):
+            self.encoder = stack_grids([f.encoder for f in fields])
+        else:
+            shared = first.encoder.state_dict()
+            if any(any(not torch.equal(v, f.encoder.state_dict()[k]) for k, v in shared.items()) for f in fields):
+                raise ValueError("FieldBatch: the fields' encoder buffers differ (build them with one seed)")
+            self.encoder = copy.deepcopy(first.encoder)
+        params, buffers = torch.func.stack_module_state([f.network for f in fields])
+        self.network_params = nn.ParameterDict({_key(k): nn.Parameter(v) for k, v in params.items()})
+        for name, value in buffers.items():
+            self.register_buffer(f"network_{_key(name)}", value)
+        self._buffer_names = list(buffers)
+        # the module whose forward is called with each model's tensors: kept out of this module's parameters
+        self.__dict__["_network"] = copy.deepcopy(first.network).to("meta")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [M, n, n_input_dims] in [0, 1] -> [M, n, n_output_dims]."""
+        if x.dim() != 3 or x.shape[0] != self.n_models or x.shape[2] != self.n_input_dims:
+            raise ValueError(f"FieldBatch: x must have shape [{self.n_models}, n, {self.n_input_dims}], got {list(x.shape)}")
+        m, n, d = x.shape
+        features = self.encoder(x.reshape(m * n, d)).reshape(m, n, -1)
+        params = {name: self.network_params[_key(name)] for name in self._param_names()}
+        buffers = {name: getattr(self, f"network_{_key(name)}") for name in self._buffer_names}
+        return torch.func.vmap(self._one_network)(params, buffers, features)
+
+    def _param_names(self) -> list[str]:
+        return [name for name, _ in self._network.named_parameters()]
+
+    def _one_network(self, params: dict, buffers: dict, features: torch.Tensor) -> torch.Tensor:
+        return torch.func.functional_call(self._network, (params, buffers), (features,))
+
+    def stacked(self, name: str) -> nn.Parameter:
+        """The stacked parameter holding every model's copy of the Field parameter ``name`` ("network.layers.0.weight",
+        "encoder.params"): [M, *shape], or for a grid table [M * E * F]."""
+        part, _, rest = name.partition(".")
+        return self.encoder.get_parameter(rest) if part == "encoder" else self.network_params[_key(rest)]
+
+    def field(self, m: int) -> Field:
+        """Model ``m`` as a standalone Field (its own copy of the weights, on this batch's device)."""
+        device = next(self.parameters()).device
+        single = Field(self.n_input_dims, self.n_output_dims, self.field_config).to(device)
+        with torch.no_grad():
+            if isinstance(self.encoder, Grid):
+                single.encoder.params.copy_(self.encoder.table(m))
+            else:
+                single.encoder.load_state_dict(self.encoder.state_dict())
+            for name, param in single.network.named_parameters():
+                param.copy_(self.network_params[_key(name)][m])
+            for name, buffer in single.network.named_buffers():
+                buffer.copy_(getattr(self, f"network_{_key(name)}")[m])
+        if "last_backend" in self.encoder.__dict__:  # what computed the encoder (provenance)
+            single.encoder.__dict__["last_backend"] = self.encoder.__dict__["last_backend"]
+        return single
+
+
+def _key(name: str) -> str:
+    """A parameter path such as "layers.0.weight" as a module attribute name."""
+    return name.replace(".", "__")
