@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(e.g. 64G; default: INR_ENC_MAX_MEMORY, else this machine's memory)")
     parser.add_argument("--vis", choices=("none", "tensorboard"), default="none", help="tensorboard: log scalars "
                         "every step, PSNR at evaluations and the pictures to OUT/tensorboard (default: none)")
+    parser.add_argument("--pictures", choices=("all", "none"), default="all", help="none: no comparison.png or "
+                        "curve.png in the run folders (default: all)")
+    parser.add_argument("--together", type=int, default=1, metavar="N", help="images, audios: fit up to N files of "
+                        "one size at once, as one batched computation (default: 1, one at a time)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or final line (default: both)")
     parser.add_argument("--version", action="version", version=f"inr-fit (inr_enc) {__version__}")
     return parser
@@ -123,6 +127,8 @@ def new_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     """A fresh run from the config file and the flags, and its output folder (not touched yet)."""
     from .fitting.run import resolve_task_run
 
+    if args.together != 1:
+        raise ValueError(f"--together fits the files of a folder together: use inr-fit {args.task}s")
     name = args.config or DEFAULT_CONFIGS[args.task]
     path = args.path or (DEFAULT_IMAGE if args.task == "image" else None)
     if path is None:
@@ -165,8 +171,8 @@ def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """inr-fit images | audios: every file of a folder with each config of --config (comma-separated; several:
     OUT/<config>/ each, and OUT/summary.* and rate_distortion.png comparing them; fitting/dataset.py) -> each
     config's rows."""
-    from .fitting.dataset import (UNITS, check_config, default_name, fit_folder, list_signals, rank_group,
-                                  write_config_comparison)
+    from .fitting.dataset import UNITS, check_config, default_name, fit_folder, list_signals, rank_group
+    from .fitting.summary import write_config_comparison
     from .fitting.tensorboard import require_tensorboard
 
     kind = FOLDER_TASKS[args.task]
@@ -175,6 +181,10 @@ def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
                          "(finished files are skipped, interrupted ones resume)")
     if args.path is None:
         raise ValueError(f"inr-fit {args.task} needs a folder or a glob pattern")
+    if args.together < 1:
+        raise ValueError(f"--together {args.together}: need at least 1")
+    if args.together > 1 and args.vis != "none":
+        raise ValueError("--vis tensorboard logs one run at a time; it does not go with --together")
     where, names = str(args.path), (args.config or DEFAULT_CONFIGS[kind]).split(",")
     stems = [Path(name).stem for name in names]
     if len(set(stems)) < len(stems):
@@ -186,7 +196,8 @@ def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     with memory_limit_set(args.max_memory):
         files = list_signals(kind, where, out)
         configs = {stem: apply_overrides(load_config(name), args.set) for stem, name in zip(stems, names)}
-        options = {stem: {"train_split": args.train_split, "vis": args.vis,
+        options = {stem: {"train_split": args.train_split, "vis": args.vis, "together": args.together,
+                          "pictures": args.pictures == "all",
                           "resolve": {"seed": args.seed, "training": training_overrides(args), "config_name": stem}}
                    for stem in configs}
         for stem, config in configs.items():  # every config checked before anything is fitted
@@ -204,7 +215,8 @@ def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
 def report_files(results: dict[str, list[dict[str, Any]]], quiet: bool) -> int:
     """Each config's gist on stdout (rank 0 only under torchrun); one line on stderr and exit code 2 if a file
     failed."""
-    from .fitting.dataset import Ranks, mean_and_std
+    from .fitting.dataset import Ranks
+    from .fitting.summary import mean_and_std
 
     if Ranks.from_environment().rank != 0:
         return 0
@@ -230,7 +242,7 @@ def fit(args: argparse.Namespace) -> dict[str, Any]:
     with memory_limit_set(args.max_memory):  # the resolved run's estimate and every build check against it
         run, task, out = resumed_run(args) if args.resume else new_run(args)
         return fit_run(run, task, out, pick_device(args.device), resume=bool(args.resume), quiet=args.quiet,
-                       overwrite=args.overwrite, vis=args.vis)
+                       overwrite=args.overwrite, vis=args.vis, pictures=args.pictures == "all")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,7 +50,7 @@ class AudioTask:
         return Problem(coords, values, coords, values, value_range=AUDIO_RANGE)
 
     def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
-               name: str = "reconstruction") -> dict[str, float]:
+               name: str = "reconstruction", comparison: bool = True) -> dict[str, float]:
         """Write <name>.wav, .flac or .ogg: the input's container, subtype and rate where libsndfile writes them,
         else WAV (``Audio.output_format``); for the main reconstruction also comparison.png. Return psnr over all
         samples, and psnr_file of the written file read back (PCM rounding, or a lossy codec's loss)."""
@@ -59,7 +59,7 @@ class AudioTask:
         write_audio(path, recon, self.audio)
         written = read_audio(path).samples[: self.n_samples]  # a codec may pad the last frame
         metrics = {"psnr": self._psnr(recon), "psnr_file": self._psnr(written)}
-        if name == "reconstruction":
+        if name == "reconstruction" and comparison:
             write_audio_comparison(out_dir / "comparison.png", self.audio.samples, recon, self.audio.rate,
                                    metrics["psnr"])
         return metrics

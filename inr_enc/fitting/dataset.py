@@ -14,12 +14,9 @@ are gathered (gloo on CPU, NCCL on CUDA, where each rank takes device ``LOCAL_RA
 
 from __future__ import annotations
 
-import csv
 import datetime
 import glob
-import io
 import json
-import math
 import os
 import statistics
 from collections.abc import Iterator
@@ -32,17 +29,17 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from ..io import write_text_atomically
 from .outputs import METRICS_FILE
-from .pictures import write_rate_distortion
+from ..field_batch import batching_unavailable_reason
+from .batched import chunks, field_of, fit_group, group_key
 from .run import fit_run, read_task, resolve_for, resolve_task_run
 from .run_folder import CHECKPOINT, CONFIG, read_config
 from .stops import Diverged
+from .summary import summary_row, finite_numbers, write_summary
 
 SUFFIXES = {"image": (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif"),
             "audio": (".wav", ".flac", ".ogg")}
 UNITS = {"image": "pixel", "audio": "sample"}
-SUMMARY_CSV, SUMMARY_MD = "summary.csv", "summary.md"
 NO_MEMORY_LIMIT = 1 << 62  # bytes
 GATHER_TIMEOUT = datetime.timedelta(days=7)  # ranks wait this long for the slowest one's share
 
@@ -115,7 +112,7 @@ def _as_saved(run: dict[str, Any]) -> Any:
 def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: Path, folder: Path,
              device: torch.device, overwrite: bool) -> tuple[str, dict[str, Any]]:
     """Fit one file into ``folder`` -> (status "fitted" | "resumed" | "skipped", its metrics). ``options``:
-    train_split, vis and resolve ("resolve_run"'s keywords). A folder holding another run is refused (ValueError) unless
+    train_split, vis, pictures and resolve ("resolve_run"'s keywords). A folder holding another run is refused (ValueError) unless
     ``overwrite``."""
     run, task = resolve_task_run(config, kind, str(path), options["train_split"], **options["resolve"])
     has_run = (folder / CONFIG).is_file() and (folder / CHECKPOINT).is_file()
@@ -126,9 +123,10 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
         if (folder / METRICS_FILE).is_file():
             return "skipped", json.loads((folder / METRICS_FILE).read_text())
         run = resolve_for(saved, task, options["train_split"], saved=True)  # the signal already read
-        return "resumed", fit_run(run, task, folder, device, resume=True, quiet=True, vis=options["vis"])
+        return "resumed", fit_run(run, task, folder, device, resume=True, quiet=True, vis=options["vis"],
+                                  pictures=options.get("pictures", True))
     return "fitted", fit_run(run, task, folder, device, resume=False, quiet=True, overwrite=overwrite,
-                             vis=options["vis"])
+                             vis=options["vis"], pictures=options.get("pictures", True))
 
 
 def check_config(kind: str, config: dict[str, Any], options: dict[str, Any], files: list[Path]) -> None:
@@ -139,51 +137,11 @@ def check_config(kind: str, config: dict[str, Any], options: dict[str, Any], fil
             task = read_task(kind, str(file), options["train_split"])
         except ValueError:  # a file that cannot be fitted is recorded when its turn comes
             continue
-        resolve_for(config, task, options["train_split"], **options["resolve"], max_memory=NO_MEMORY_LIMIT)
+        run = resolve_for(config, task, options["train_split"], **options["resolve"], max_memory=NO_MEMORY_LIMIT)
+        reason = batching_unavailable_reason(field_of(run, task)) if options.get("together", 1) > 1 else None
+        if reason is not None:
+            raise ValueError(f"--together: config {run['config_name']!r} cannot be fitted in batches: {reason}")
         return
-
-
-def summary_row(path: Path, name: str, unit: str, status: str, metrics: dict[str, Any], error: str = "") -> dict:
-    return {"file": str(path), "run": name, "status": status, "psnr": metrics.get("psnr"),
-            "ssim": metrics.get("ssim"), f"bits_per_{unit}": metrics.get(f"bits_per_{unit}"),
-            "seconds": metrics.get("seconds"), "steps": metrics.get("steps"), "error": error}
-
-
-def _finite(values: list[Any]) -> list[float]:
-    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-
-
-def mean_and_std(values: list[Any]) -> tuple[float, float] | None:
-    """Mean and sample standard deviation (0 for one value) of the finite numbers among ``values``; None if none."""
-    numbers = _finite(values)
-    if not numbers:
-        return None
-    return statistics.fmean(numbers), statistics.stdev(numbers) if len(numbers) > 1 else 0.0
-
-
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    text = io.StringIO()
-    writer = csv.DictWriter(text, list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    write_text_atomically(path, text.getvalue())
-
-
-def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
-    """summary.csv (every column, one row per file) and summary.md (a table, then mean ± std), atomically."""
-    columns = list(rows[0])
-    _write_csv(out / SUMMARY_CSV, rows)
-
-    def cell(value: Any) -> str:
-        return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value).replace("|", "\\|")
-
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(row[c]) for c in columns) + " |" for row in rows]
-    stats = {c: mean_and_std([row[c] for row in rows]) for c in columns[3:-1]}
-    counts = {status: sum(row["status"] == status for row in rows) for status in ("fitted", "resumed", "skipped", "failed")}
-    lines += ["", f"{len(rows)} files: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n), ""]
-    lines += [f"- {c}: {s[0]:.4g} ± {s[1]:.2g}" for c, s in stats.items() if s is not None]
-    write_text_atomically(out / SUMMARY_MD, "\n".join(lines) + "\n")
 
 
 def gather_rows(rows: list[tuple[int, dict]], ranks: Ranks) -> list[dict]:
@@ -214,6 +172,26 @@ def rank_group(device: torch.device) -> Iterator[tuple[Ranks, torch.device]]:
         torch.distributed.destroy_process_group()
 
 
+def _groups(kind: str, config: dict[str, Any], options: dict[str, Any], files: list[Path], folders: list[Path],
+            mine: list[int], overwrite: bool, together: int, prepared: dict[int, tuple]) -> list[list[int]]:
+    """``mine`` as jobs: files with no run in their folder (or all, with ``overwrite``) in groups of up to
+    ``together`` of one signal shape (their (run, task) put in ``prepared``); the rest one by one (skipped,
+    resumed, refused or failing as :func:`fit_file` finds them)."""
+    fresh, keys = [], []
+    for i in mine:
+        if not overwrite and (folders[i] / CONFIG).is_file() and (folders[i] / CHECKPOINT).is_file():
+            continue
+        try:
+            prepared[i] = resolve_task_run(config, kind, str(files[i]), options["train_split"], **options["resolve"])
+        except ValueError:  # fit_file records why
+            continue
+        fresh.append(i)
+        keys.append(group_key(prepared[i][1]))
+    groups = [group for group in chunks(fresh, keys, together) if len(group) > 1]
+    grouped = {i for group in groups for i in group}
+    return groups + [[i] for i in mine if i not in grouped]
+
+
 def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: dict[str, Any], out: Path,
                device: torch.device, ranks: Ranks, overwrite: bool = False, quiet: bool = False) -> list[dict[str, Any]]:
     """Fit ``files`` (:func:`list_signals`) with ``config`` into ``out``/<name>/, this rank's share under torchrun
@@ -221,47 +199,40 @@ def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: di
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
     names = run_names(files)
-    mine = range(ranks.rank, len(files), ranks.world)
+    mine = list(range(ranks.rank, len(files), ranks.world))
+    together, prepared = options.get("together", 1), {}
+    jobs = [[i] for i in mine] if together == 1 else \
+        _groups(kind, config, options, files, [out / name for name in names], mine, overwrite, together, prepared)
     rows: list[tuple[int, dict]] = []
     psnrs: list[float] = []
-    bar = tqdm(mine, disable=quiet or ranks.rank != 0, unit="file", dynamic_ncols=True)
-    for i in bar:
-        try:
-            status, metrics = fit_file(kind, config, options, files[i], out / names[i], device, overwrite)
-            rows.append((i, summary_row(files[i], names[i], UNITS[kind], status, metrics)))
-            psnrs += _finite([metrics.get("psnr")])
-        except Exception as error:  # recorded, whatever it is (Ctrl-C is not an Exception); the others go on
-            reason = str(error) if isinstance(error, (ValueError, OSError, Diverged)) else \
-                f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
-            rows.append((i, summary_row(files[i], names[i], UNITS[kind], "failed", {}, reason)))
+    bar = tqdm(total=len(mine), disable=quiet or ranks.rank != 0, unit="file", dynamic_ncols=True)
+    for job in jobs:
+        if len(job) == 1:
+            try:
+                results = [fit_file(kind, config, options, files[job[0]], out / names[job[0]], device, overwrite)]
+            except Exception as error:  # recorded, whatever it is (Ctrl-C is not an Exception); the others go on
+                results = [error]
+        else:
+            try:
+                results = [("fitted", r) if isinstance(r, dict) else r for r in fit_group(
+                    *zip(*(prepared[i] for i in job)), [out / names[i] for i in job], out, device, overwrite,
+                    options.get("pictures", True))]
+            except Exception as error:
+                results = [error] * len(job)
+        for i, result in zip(job, results):
+            if isinstance(result, BaseException):
+                reason = str(result) if isinstance(result, (ValueError, OSError, Diverged)) else \
+                    f"{type(result).__name__}: {str(result).strip().splitlines()[0] if str(result).strip() else ''}"
+                rows.append((i, summary_row(files[i], names[i], UNITS[kind], "failed", {}, reason)))
+            else:
+                rows.append((i, summary_row(files[i], names[i], UNITS[kind], *result)))
+                psnrs += finite_numbers([result[1].get("psnr")])
+        bar.update(len(job))
         if psnrs:
             bar.set_postfix_str(f"mean PSNR {statistics.fmean(psnrs):.2f} dB")
+    bar.close()
     all_rows = gather_rows(rows, ranks)
     if ranks.rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         write_summary(out, all_rows)
     return all_rows
-
-
-def write_config_comparison(out: Path, results: dict[str, list[dict[str, Any]]], unit: str) -> None:
-    """Several configs over the same files: summary.csv and summary.md in ``out`` (one row per config: files with
-    results, mean ± std of PSNR, SSIM and bits per ``unit``) and rate_distortion.png (PSNR against bits)."""
-    rows = []
-    for name, config_rows in results.items():
-        done = [row for row in config_rows if row["status"] != "failed"]
-        row = {"config": name, "files": len(config_rows), "with_results": len(done)}
-        for column in ("psnr", "ssim", f"bits_per_{unit}"):
-            stats = mean_and_std([r[column] for r in done])
-            row[column], row[f"{column}_std"] = stats if stats else (None, None)
-        rows.append(row)
-    _write_csv(out / SUMMARY_CSV, rows)
-
-    def both(row: dict[str, Any], column: str) -> str:
-        return "" if row[column] is None else f"{row[column]:.4g} ± {row[f'{column}_std']:.2g}"
-
-    lines = [f"| config | files (with results) | PSNR (dB) | SSIM | bits per {unit} |", "|---|---|---|---|---|"]
-    lines += [f"| {r['config']} | {r['files']} ({r['with_results']}) | {both(r, 'psnr')} | {both(r, 'ssim')} | "
-              f"{both(r, f'bits_per_{unit}')} |" for r in rows]
-    write_text_atomically(out / SUMMARY_MD, "\n".join(lines) + "\n")
-    points = [(r["config"], r[f"bits_per_{unit}"], r["psnr"]) for r in rows if r["psnr"] is not None]
-    write_rate_distortion(out / "rate_distortion.png", points, f"bits per {unit} (model.safetensors, float16)")

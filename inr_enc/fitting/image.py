@@ -70,7 +70,7 @@ class ImageTask:
         return out
 
     def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out_dir: Path, chunk: int, device: torch.device,
-               name: str = "reconstruction") -> dict[str, float]:
+               name: str = "reconstruction", comparison: bool = True) -> dict[str, float]:
         """Write <name>.png (for the main reconstruction also comparison.png); return psnr (test pixels with the
         split, else all), psnr_train, psnr_file (the written 8- or 16-bit PNG read back, on psnr's pixels), ssim
         (None, with ssim_note saying why, for an image too small for SSIM's window)."""
@@ -81,7 +81,7 @@ class ImageTask:
         if self.train_split:
             metrics["psnr_train"] = psnr(float(np.mean((recon[::2, ::2] - target[::2, ::2]) ** 2, dtype=np.float64)), 1.0)
         metrics["psnr_file"] = self._psnr(read_image(out_dir / f"{name}.png").pixels)
-        if name == "reconstruction":
+        if name == "reconstruction" and comparison:
             write_image_comparison(out_dir / "comparison.png", target, recon, metrics["psnr"])
         metrics["ssim"] = ssim(torch.from_numpy(np.clip(recon, 0, 1)), torch.from_numpy(target))
         if metrics["ssim"] is None:

@@ -83,13 +83,15 @@ def predict(model: Callable[[torch.Tensor], torch.Tensor], coords: torch.Tensor,
     return torch.cat([model(coords[i : i + chunk].to(device)).float().cpu() for i in range(0, coords.shape[0], chunk)])
 
 
-def _loss(kind: str, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def elementwise_loss(kind: str, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The training loss of each output element (the step's loss is their mean), shaped like ``prediction``."""
     if kind == "RelativeL2":  # tcnn's RelativeL2: (p - t)^2 / (p^2 + 0.01), p not differentiated in the denominator
-        return ((prediction - target) ** 2 / (prediction.detach() ** 2 + 0.01)).mean()
-    return ((prediction - target) ** 2).mean()
+        return (prediction - target) ** 2 / (prediction.detach() ** 2 + 0.01)
+    return (prediction - target) ** 2
 
 
-def _schedule(kind: str, steps: int) -> Callable[[int], float]:
+def lr_factor(kind: str, steps: int) -> Callable[[int], float]:
+    """The learning-rate schedule: step -> factor of the initial rate ("constant" or "cosine")."""
     if kind == "cosine":  # from lr down to lr / 100 at the last step
         return lambda step: 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * min(step, steps) / max(steps, 1)))
     return lambda step: 1.0
@@ -140,7 +142,7 @@ class Fitter:
         training = self.training
         self.optimizer = GridAdam.for_model(self.model, lr=training["lr"], lazy=lazy_tables,
                                             betas=tuple(training["betas"]), eps=training["eps"])
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _schedule(training["schedule"], training["steps"]))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor(training["schedule"], training["steps"]))
 
     def load_checkpoint(self) -> None:
         """Continue from checkpoint.pt; ValueError (one line) for a damaged file or one of another model."""
@@ -178,7 +180,7 @@ class Fitter:
             index = torch.randint(n, (batch,), generator=self.batches).to(self.device)
             coords, values = self.train_coords[index], self.train_values[index]
         set_training_step(self.model, self.state.step)
-        loss = _loss(self.training["loss"], self.model(coords).float(), values)
+        loss = elementwise_loss(self.training["loss"], self.model(coords).float(), values).mean()
         if not torch.isfinite(loss):  # stop before the step: the weights stay as the last finite loss left them
             raise Diverged(self.state.step + 1, f"the loss is {loss.item()}", self.checkpoint_step)
         self.optimizer.zero_grad(set_to_none=True)
@@ -194,7 +196,7 @@ class Fitter:
         prediction = predict(self.model, self.problem.train_coords, self.training["eval_chunk"], self.device)
         loss = ((prediction - self.problem.train_values) ** 2).mean().item()
         self.state.history = [{"step": 0, "seconds": self.state.seconds, "loss": loss, "psnr": self.evaluate()}]
-        with _deferred_interrupts() as interrupted:  # the checkpoint (and its commit) is whole, or not begun
+        with deferred_interrupts() as interrupted:  # the checkpoint (and its commit) is whole, or not begun
             self.save_checkpoint()
         if interrupted():
             raise Interrupted
@@ -207,7 +209,7 @@ class Fitter:
         steps, state, observer = self.training["steps"], self.state, observer or StepObserver()
         samples = min(self.training["batch_size"] or self.train_coords.shape[0], self.train_coords.shape[0])
         bar = tqdm(total=steps, initial=state.step, disable=quiet, unit="step", dynamic_ncols=True)
-        with _deferred_interrupts() as interrupted:
+        with deferred_interrupts() as interrupted:
             try:
                 while state.step < steps:
                     start, lr = time.perf_counter(), self.optimizer.param_groups[0]["lr"]
@@ -235,7 +237,7 @@ class Fitter:
 
 
 @contextmanager
-def _deferred_interrupts() -> Iterator[Callable[[], bool]]:
+def deferred_interrupts() -> Iterator[Callable[[], bool]]:
     """Within the block, SIGINT/SIGTERM only set a flag (read through the yielded function)."""
     received: list[int] = []
     with signals_handled_by(lambda signum, frame: received.append(signum)):

@@ -62,10 +62,11 @@ def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:
 
 
 def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device: torch.device, resume: bool,
-            quiet: bool = False, overwrite: bool = False, vis: str = "none") -> dict[str, Any]:
+            quiet: bool = False, overwrite: bool = False, vis: str = "none", pictures: bool = True) -> dict[str, Any]:
     """Fit ``task`` with the resolved ``run`` into ``out`` (continuing its checkpoint with ``resume``; replacing an
     earlier run's outputs with ``overwrite``, once the new run has a checkpoint); returns the metrics written to
-    metrics.json. ``vis`` "tensorboard": a TensorBoard log in out/tensorboard (fitting/tensorboard.py). Raises
+    metrics.json. ``vis`` "tensorboard": a TensorBoard log in out/tensorboard (fitting/tensorboard.py);
+    ``pictures`` False: no comparison.png or curve.png. Raises
     ValueError (folder in use, damaged checkpoint), Interrupted or Diverged."""
     training = run["training"]
     model = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
@@ -87,7 +88,7 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
             else:
                 state = fitter.run(quiet=quiet, observer=log)
             try:
-                metrics = _finish(run, task, model, state, out, device)
+                metrics = finish(run, task, model, state, out, device, pictures=pictures)
             except KeyboardInterrupt:  # the checkpoint is saved: --resume writes the outputs
                 raise Interrupted from None
             if log is not None:
@@ -98,12 +99,13 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
                 log.close()
 
 
-def _finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state: FitState, out: Path,
-            device: torch.device) -> dict[str, Any]:
-    """The reconstructions, comparison.png, model.safetensors, metrics.json and curve.png of a trained model."""
+def finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state: FitState, out: Path,
+           device: torch.device, extra: dict[str, Any] | None = None, pictures: bool = True) -> dict[str, Any]:
+    """The reconstructions, model.safetensors, metrics.json (with ``extra``'s keys) and, with ``pictures``,
+    comparison.png and curve.png of a trained model."""
     training = run["training"]
     chunk = training["eval_chunk"]
-    metrics = task.finish(model, out, chunk, device)
+    metrics = task.finish(model, out, chunk, device, comparison=pictures)
     for level in range(trained_levels(model)):  # PINs: one reconstruction per level of detail
         level_metrics = task.finish(functools.partial(model, level=level), out, chunk, device, f"reconstruction_level{level}")
         metrics[f"psnr_level{level}"] = level_metrics["psnr"]
@@ -118,9 +120,10 @@ def _finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, stat
     metrics.update({**final_loss, "steps": state.step, "seconds": state.seconds,
                     **({"best_psnr": best["psnr"], "best_psnr_step": best["step"]} if best else {}),
                     **size_metrics(n_params, file_bytes, task.n_samples, task.unit),
-                    "provenance": provenance(model, device)})
+                    "provenance": provenance(model, device), **(extra or {})})
     write_metrics(out, metrics)
-    write_curve(out / "curve.png", state.losses, state.history, f"{run['config_name']} on {Path(run['task']['path']).name}")
+    if pictures:
+        write_curve(out / "curve.png", state.losses, state.history, f"{run['config_name']} on {Path(run['task']['path']).name}")
     return metrics
 
 

@@ -1,0 +1,84 @@
+"""A folder run's tables: per-file rows, summary.csv and summary.md with mean ± std (sample standard deviation),
+and the comparison of several configs with its rate-distortion plot."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from ..io import write_text_atomically
+from .pictures import write_rate_distortion
+
+SUMMARY_CSV, SUMMARY_MD = "summary.csv", "summary.md"
+
+
+def summary_row(path: Path, name: str, unit: str, status: str, metrics: dict[str, Any], error: str = "") -> dict:
+    return {"file": str(path), "run": name, "status": status, "psnr": metrics.get("psnr"),
+            "ssim": metrics.get("ssim"), f"bits_per_{unit}": metrics.get(f"bits_per_{unit}"),
+            "seconds": metrics.get("seconds"), "steps": metrics.get("steps"), "error": error}
+
+
+def finite_numbers(values: list[Any]) -> list[float]:
+    """The finite int and float values among ``values``, as floats."""
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def mean_and_std(values: list[Any]) -> tuple[float, float] | None:
+    """Mean and sample standard deviation (0 for one value) of the finite numbers among ``values``; None if none."""
+    numbers = finite_numbers(values)
+    if not numbers:
+        return None
+    return statistics.fmean(numbers), statistics.stdev(numbers) if len(numbers) > 1 else 0.0
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    text = io.StringIO()
+    writer = csv.DictWriter(text, list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomically(path, text.getvalue())
+
+
+def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
+    """summary.csv (every column, one row per file) and summary.md (a table, then mean ± std), atomically."""
+    columns = list(rows[0])
+    _write_csv(out / SUMMARY_CSV, rows)
+
+    def cell(value: Any) -> str:
+        return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(row[c]) for c in columns) + " |" for row in rows]
+    stats = {c: mean_and_std([row[c] for row in rows]) for c in columns[3:-1]}
+    counts = {status: sum(row["status"] == status for row in rows) for status in ("fitted", "resumed", "skipped", "failed")}
+    lines += ["", f"{len(rows)} files: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n), ""]
+    lines += [f"- {c}: {s[0]:.4g} ± {s[1]:.2g}" for c, s in stats.items() if s is not None]
+    write_text_atomically(out / SUMMARY_MD, "\n".join(lines) + "\n")
+
+
+def write_config_comparison(out: Path, results: dict[str, list[dict[str, Any]]], unit: str) -> None:
+    """Several configs over the same files: summary.csv and summary.md in ``out`` (one row per config: files with
+    results, mean ± std of PSNR, SSIM and bits per ``unit``) and rate_distortion.png (PSNR against bits)."""
+    rows = []
+    for name, config_rows in results.items():
+        done = [row for row in config_rows if row["status"] != "failed"]
+        row = {"config": name, "files": len(config_rows), "with_results": len(done)}
+        for column in ("psnr", "ssim", f"bits_per_{unit}"):
+            stats = mean_and_std([r[column] for r in done])
+            row[column], row[f"{column}_std"] = stats if stats else (None, None)
+        rows.append(row)
+    _write_csv(out / SUMMARY_CSV, rows)
+
+    def both(row: dict[str, Any], column: str) -> str:
+        return "" if row[column] is None else f"{row[column]:.4g} ± {row[f'{column}_std']:.2g}"
+
+    lines = [f"| config | files (with results) | PSNR (dB) | SSIM | bits per {unit} |", "|---|---|---|---|---|"]
+    lines += [f"| {r['config']} | {r['files']} ({r['with_results']}) | {both(r, 'psnr')} | {both(r, 'ssim')} | "
+              f"{both(r, f'bits_per_{unit}')} |" for r in rows]
+    write_text_atomically(out / SUMMARY_MD, "\n".join(lines) + "\n")
+    points = [(r["config"], r[f"bits_per_{unit}"], r["psnr"]) for r in rows if r["psnr"] is not None]
+    write_rate_distortion(out / "rate_distortion.png", points, f"bits per {unit} (model.safetensors, float16)")

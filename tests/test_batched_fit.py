@@ -1,0 +1,133 @@
+"""inr-fit images --together N (fitting/batched.py): same-sized files fitted as one computation, each model the run
+it would be alone; groups resume; a model that diverges is reported while the others finish."""
+
+import csv
+import json
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import torch
+import yaml
+from runs import write_tiny_config
+
+from inr_enc.cli import main as inr_fit
+from inr_enc.fitting import batched
+from inr_enc.fitting.batched import chunks
+
+
+@pytest.fixture
+def crops(tmp_path):
+    """Five 8x8 RGB images, two 6x10 gray ones and an unreadable one."""
+    folder = tmp_path / "crops"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for k in range(5):
+        iio.imwrite(folder / f"rgb{k}.png", rng.integers(0, 256, (8, 8, 3), dtype=np.uint8))
+    for k in range(2):
+        iio.imwrite(folder / f"gray{k}.png", rng.integers(0, 256, (6, 10), dtype=np.uint8))
+    (folder / "broken.png").write_bytes(b"not an image")
+    return folder
+
+
+def rows(out):
+    with open(out / "summary.csv", newline="") as file:
+        return {row["run"]: row for row in csv.DictReader(file)}
+
+
+@pytest.mark.parametrize("batch_size", [None, 20])  # every pixel, or 20 random ones per step
+def test_each_model_matches_its_run_alone(tmp_path, crops, batch_size):
+    config = write_tiny_config(tmp_path, steps=12, eval_every=4, checkpoint_every=4,
+                               **({"batch_size": batch_size} if batch_size else {}))
+    alone, together = tmp_path / "alone", tmp_path / "together"
+    common = ["images", str(crops), "--config", str(config), "--quiet", "--pictures", "none"]
+    assert inr_fit(common + ["--out", str(alone)]) == 2  # broken.png
+    assert inr_fit(common + ["--out", str(together), "--together", "3"]) == 2
+    one, many = rows(alone), rows(together)
+    assert many["broken"]["status"] == "failed" and "cannot read" in many["broken"]["error"]
+    for name in [f"rgb{k}" for k in range(5)] + ["gray0", "gray1"]:
+        assert many[name]["status"] == "fitted"
+        assert float(many[name]["psnr"]) == pytest.approx(float(one[name]["psnr"]), abs=1e-3)
+        metrics = json.loads((together / name / "metrics.json").read_text())
+        assert metrics["fitted_together"] == (3 if name.startswith("rgb") and name not in ("rgb3", "rgb4") else 2)
+        assert metrics["steps"] == 12 and (together / name / "model.safetensors").is_file()
+        assert not (together / name / "comparison.png").exists()  # --pictures none
+    psnrs = {float(r["psnr"]) for name, r in many.items() if name != "broken"}
+    assert len(psnrs) == 7  # different images, different fits
+
+
+def test_a_batched_run_resumes_with_more_steps_like_a_run_alone(tmp_path, crops):
+    """Each model's checkpoint holds its slice of the group's optimiser state: 12 + 8 steps equals 20 at once."""
+    config = write_tiny_config(tmp_path, steps=12, eval_every=4, checkpoint_every=4)
+    out = tmp_path / "out"
+    args = ["images", str(crops / "rgb*.png"), "--config", str(config), "--quiet", "--pictures", "none", "--out"]
+    assert inr_fit(args + [str(out), "--together", "5"]) == 0
+    assert inr_fit(["image", "--resume", str(out / "rgb1"), "--steps", "20", "--quiet"]) == 0
+    assert inr_fit(["image", str(crops / "rgb1.png"), "--config", str(config), "--steps", "20", "--quiet",
+                    "--out", str(tmp_path / "straight")]) == 0
+    resumed = json.loads((out / "rgb1" / "metrics.json").read_text())
+    straight = json.loads((tmp_path / "straight" / "metrics.json").read_text())
+    assert resumed["steps"] == 20 and resumed["psnr"] == pytest.approx(straight["psnr"], abs=1e-3)
+
+
+def test_an_interrupted_group_continues_and_finished_files_are_skipped(tmp_path, crops, monkeypatch):
+    config = write_tiny_config(tmp_path, steps=12, eval_every=4, checkpoint_every=4)
+    out = tmp_path / "out"
+    args = ["images", str(crops / "rgb*.png"), "--config", str(config), "--quiet", "--out", str(out), "--together", "5"]
+    step = batched.GroupFitter._step
+    calls = []
+
+    def interrupted_at_step_6(self):
+        calls.append(1)
+        if len(calls) == 6:
+            import signal
+            signal.raise_signal(signal.SIGINT)
+        return step(self)
+
+    monkeypatch.setattr(batched.GroupFitter, "_step", interrupted_at_step_6)
+    assert inr_fit(args) == 130
+    saved = list(out.glob(".group-*.pt"))
+    assert len(saved) == 1 and torch.load(saved[0], weights_only=True)["states"][0]["step"] == 6
+    calls.clear()
+    monkeypatch.setattr(batched.GroupFitter, "_step", step)
+    assert inr_fit(args) == 0
+    assert not list(out.glob(".group-*.pt"))  # removed once every model is written
+    assert all(json.loads((out / f"rgb{k}" / "metrics.json").read_text())["steps"] == 12 for k in range(5))
+    assert inr_fit(args) == 0
+    assert {r["status"] for r in rows(out).values()} == {"skipped"}
+
+
+def test_a_diverging_model_is_reported_and_the_others_finish(tmp_path, crops, monkeypatch):
+    config = write_tiny_config(tmp_path, steps=8, eval_every=4, checkpoint_every=4)
+    out = tmp_path / "out"
+    values = batched.GroupFitter.__init__
+
+    def poisoned_second_image(self, *args):
+        values(self, *args)
+        self.values[1, 0, 0] = float("nan")
+
+    monkeypatch.setattr(batched.GroupFitter, "__init__", poisoned_second_image)
+    assert inr_fit(["images", str(crops / "rgb*.png"), "--config", str(config), "--quiet", "--out", str(out),
+                    "--together", "5"]) == 2
+    table = rows(out)
+    assert table["rgb1"]["status"] == "failed" and "diverged at step 1" in table["rgb1"]["error"]
+    assert [table[f"rgb{k}"]["status"] for k in (0, 2, 3, 4)] == ["fitted"] * 4
+
+
+def test_configs_that_cannot_be_batched_fail_before_fitting(tmp_path, crops, capsys):
+    config = tmp_path / "pins.yaml"
+    config.write_text(yaml.safe_dump({"encoding": {"otype": "LearnableFourier"}, "training": {"steps": 2}}))
+    assert inr_fit(["images", str(crops), "--config", str(config), "--together", "4", "--out", str(tmp_path / "o")]) == 2
+    assert "cannot be fitted in batches" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    assert inr_fit(["image", str(crops / "rgb0.png"), "--together", "4"]) == 2
+    assert inr_fit(["images", str(crops), "--together", "0"]) == 2
+
+
+def test_groups_are_cut_by_shape_and_size():
+    assert chunks([0, 1, 2, 3, 4, 5], ["a", "b", "a", "a", "b", "a"], 3) == [[0, 2, 3], [5], [1, 4]]
+
+
+def test_tensorboard_logs_runs_one_at_a_time(tmp_path, crops, capsys):
+    assert inr_fit(["images", str(crops), "--together", "2", "--vis", "tensorboard", "--out", str(tmp_path / "o")]) == 2
+    assert "does not go with --together" in capsys.readouterr().err
