@@ -28,7 +28,7 @@ import torch
 from inr_enc.cli import main as inr_fit
 from inr_enc.io import write_text_atomically
 
-PHOTOS = ("astronaut", "camera", "chelsea", "coffee", "coins", "rocket")
+PHOTOS = ("astronaut.png", "camera.png", "chelsea.png", "coffee.png", "coins.png", "rocket.jpg")
 CONFIGS = {  # label -> (config, --set overrides)
     "SIREN (siren, 3 hidden layers of 64)": ("siren", ["network.n_neurons=64"]),
     "hash grid (hashgrid, 2^12 entries per level)": ("hashgrid", ["encoding.log2_hashmap_size=12"]),
@@ -38,7 +38,7 @@ CONFIGS = {  # label -> (config, --set overrides)
 def write_crops(folder: Path, count: int, size: int = 32, seed: int = 0) -> None:
     """``count`` crops of ``size`` x ``size`` pixels at random places in PHOTOS (RGB; gray ones as RGB)."""
     rng = np.random.default_rng(seed)
-    photos = [iio.imread(Path(skimage.__file__).parent / "data" / f"{name}.png") for name in PHOTOS]
+    photos = [iio.imread(Path(skimage.__file__).parent / "data" / name) for name in PHOTOS]
     photos = [p if p.ndim == 3 else np.repeat(p[..., None], 3, axis=2) for p in photos]
     for k in range(count):
         photo = photos[k % len(photos)]
@@ -78,7 +78,7 @@ def main() -> None:
         write_crops(crops, args.images)
         alone = str(crops / f"crop00[0-{args.alone - 1}].png") if args.alone <= 10 else str(crops)
         for label, (config, overrides) in CONFIGS.items():
-            timed_fit(folder, str(crops / "crop000.png"), config, overrides, 5, 1)  # warm-up: builds, first calls
+            timed_fit(folder, str(crops / "crop00[0].png"), config, overrides, 5, 1)  # warm-up: builds, first calls
             alone_s, alone_rows = timed_fit(folder, alone, config, overrides, args.steps, 1)
             batched_s, batched_rows = timed_fit(folder, str(crops), config, overrides, args.steps, args.images)
             both = list(alone_rows)

@@ -33,6 +33,9 @@ from .run_folder import RunFolder
 from .stops import Diverged, Interrupted
 
 
+GROUP_CHECKPOINTS = ".group-*.pt"  # OUT/.group-<first run>-<models>.pt
+
+
 def group_key(task: Any) -> tuple:
     """Signals that can share a batch have equal keys: the task's description without its path."""
     return tuple(sorted((k, v) for k, v in task.describe().items() if k != "path"))
@@ -173,7 +176,7 @@ def fit_group(runs: list[dict[str, Any]], tasks: list[Any], folders: list[Path],
               overwrite: bool, pictures: bool = True) -> list[dict[str, Any] | BaseException]:
     """Fit ``tasks`` together and write each into its folder -> per task its metrics or the error it ended with."""
     fitter = GroupFitter(runs, tasks, device)
-    checkpoint = out / f".group-{folders[0].name}-{len(tasks)}.pt"
+    checkpoint = out / GROUP_CHECKPOINTS.replace("*", f"{folders[0].name}-{len(tasks)}")
     if checkpoint.is_file():
         fitter.load(checkpoint)
     out.mkdir(parents=True, exist_ok=True)
@@ -182,7 +185,7 @@ def fit_group(runs: list[dict[str, Any]], tasks: list[Any], folders: list[Path],
     for m, folder in enumerate(folders):
         try:
             results.append(fitter.write(m, folder, overwrite, pictures))
-        except (ValueError, OSError, Diverged) as error:
+        except Exception as error:  # this model's failure (Ctrl-C is not an Exception); the others are written
             results.append(error)
     checkpoint.unlink(missing_ok=True)
     return results

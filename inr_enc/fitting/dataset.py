@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from .outputs import METRICS_FILE
 from ..field_batch import batching_unavailable_reason
-from .batched import chunks, field_of, fit_group, group_key
+from .batched import GROUP_CHECKPOINTS, chunks, field_of, fit_group, group_key
 from .run import fit_run, read_task, resolve_for, resolve_task_run
 from .run_folder import CHECKPOINT, CONFIG, read_config
 from .stops import Diverged
@@ -235,4 +235,6 @@ def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: di
     if ranks.rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         write_summary(out, all_rows)
+        for stale in out.glob(GROUP_CHECKPOINTS):  # every rank is done: left by groups cut short while writing
+            stale.unlink(missing_ok=True)
     return all_rows
