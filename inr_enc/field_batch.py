@@ -85,9 +85,12 @@ class FieldBatch(nn.Module):
         return self.encoder.get_parameter(rest) if part == "encoder" else self.network_params[_key(rest)]
 
     def field(self, m: int) -> Field:
-        """Model ``m`` as a standalone Field (its own copy of the weights, on this batch's device)."""
+        """Model ``m`` as a standalone Field (its own copy of the weights, on this batch's device, its encoder on
+        the implementation that computed the batch's)."""
         device = next(self.parameters()).device
-        single = Field(self.n_input_dims, self.n_output_dims, self.field_config).to(device)
+        chosen = self.encoder.__dict__.get("last_backend")  # the implementation that computed it here, if any
+        backend = chosen.backend if chosen is not None else self.encoder.backend
+        single = Field(self.n_input_dims, self.n_output_dims, self.field_config, backend).to(device)
         with torch.no_grad():
             if isinstance(self.encoder, Grid):
                 single.encoder.params.copy_(self.encoder.table(m))
@@ -97,8 +100,8 @@ class FieldBatch(nn.Module):
                 param.copy_(self.network_params[_key(name)][m])
             for name, buffer in single.network.named_buffers():
                 buffer.copy_(getattr(self, f"network_{_key(name)}")[m])
-        if "last_backend" in self.encoder.__dict__:  # what computed the encoder (provenance)
-            single.encoder.__dict__["last_backend"] = self.encoder.__dict__["last_backend"]
+        if chosen is not None:  # what computed the encoder (provenance)
+            single.encoder.__dict__["last_backend"] = chosen
         return single
 
 

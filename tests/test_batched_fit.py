@@ -56,15 +56,18 @@ def test_each_model_matches_its_run_alone(tmp_path, crops, batch_size):
     assert len(psnrs) == 7  # different images, different fits
 
 
-def test_a_batched_run_resumes_with_more_steps_like_a_run_alone(tmp_path, crops):
-    """Each model's checkpoint holds its slice of the group's optimiser state: 12 + 8 steps equals 20 at once."""
-    config = write_tiny_config(tmp_path, steps=12, eval_every=4, checkpoint_every=4)
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
+def test_a_batched_run_resumes_with_more_steps_like_a_run_alone(tmp_path, crops, schedule):
+    """Each model's checkpoint holds its slice of the group's optimiser state and the schedule's position: 12 steps
+    together, then 8 more alone, equal 12 then 8 steps alone."""
+    config = write_tiny_config(tmp_path, steps=12, eval_every=4, checkpoint_every=4, schedule=schedule)
     out = tmp_path / "out"
     args = ["images", str(crops / "rgb*.png"), "--config", str(config), "--quiet", "--pictures", "none", "--out"]
     assert inr_fit(args + [str(out), "--together", "5"]) == 0
     assert inr_fit(["image", "--resume", str(out / "rgb1"), "--steps", "20", "--quiet"]) == 0
-    assert inr_fit(["image", str(crops / "rgb1.png"), "--config", str(config), "--steps", "20", "--quiet",
-                    "--out", str(tmp_path / "straight")]) == 0
+    straight = ["image", str(crops / "rgb1.png"), "--config", str(config), "--quiet", "--out", str(tmp_path / "straight")]
+    assert inr_fit(straight) == 0
+    assert inr_fit(["image", "--resume", str(tmp_path / "straight"), "--steps", "20", "--quiet"]) == 0
     resumed = json.loads((out / "rgb1" / "metrics.json").read_text())
     straight = json.loads((tmp_path / "straight" / "metrics.json").read_text())
     assert resumed["steps"] == 20 and resumed["psnr"] == pytest.approx(straight["psnr"], abs=1e-3)
@@ -93,10 +96,31 @@ def test_an_interrupted_group_continues_and_finished_files_are_skipped(tmp_path,
     assert inr_fit(args) == 0
     assert not list(out.glob(".group-*.pt"))  # removed once every model is written
     assert all(json.loads((out / f"rgb{k}" / "metrics.json").read_text())["steps"] == 12 for k in range(5))
-    (out / ".group-rgb3-2.pt").write_bytes(b"left by a group cut short while writing its folders")
     assert inr_fit(args) == 0
     assert {r["status"] for r in rows(out).values()} == {"skipped"}
-    assert not list(out.glob(".group-*.pt"))
+
+
+def test_ctrl_c_while_outputs_are_written_leaves_each_file_to_resume(tmp_path, crops, monkeypatch):
+    config = write_tiny_config(tmp_path, steps=8, eval_every=4, checkpoint_every=4)
+    out = tmp_path / "out"
+    args = ["images", str(crops / "rgb*.png"), "--config", str(config), "--quiet", "--pictures", "none", "--out",
+            str(out), "--together", "5"]
+    finish = batched.finish
+    calls = []
+
+    def interrupted_at_the_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return finish(*args, **kwargs)
+
+    monkeypatch.setattr(batched, "finish", interrupted_at_the_second)
+    assert inr_fit(args) == 130
+    assert all((out / f"rgb{k}" / "checkpoint.pt").is_file() for k in range(5)) and not list(out.glob(".group-*"))
+    monkeypatch.undo()
+    assert inr_fit(args) == 0
+    assert [rows(out)[f"rgb{k}"]["status"] for k in range(5)] == ["skipped"] + ["resumed"] * 4
+    assert all(rows(out)[f"rgb{k}"]["steps"] == "8" for k in range(5))
 
 
 def test_a_diverging_model_is_reported_and_the_others_finish(tmp_path, crops, monkeypatch):

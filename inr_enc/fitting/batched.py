@@ -7,26 +7,31 @@ When the group is done, each model is written to its own run folder as ``inr-fit
 checkpoint (its slice of the optimiser's state, so ``--resume`` with more steps continues it), config.yaml,
 model.safetensors, metrics.json and the pictures. ``seconds`` there is the group's training time over its models.
 
-A model whose loss stops being finite is left out of the rest of the group's training and reported as diverged;
-the others go on. Ctrl-C, or a group checkpoint every ``checkpoint_every`` steps, saves the whole group to
-``OUT/.group-<first run>-<models>.pt``; a later run over the same files continues it.
+A model whose loss or evaluation error stops being finite is left out of the rest of the group's training and
+reported as diverged; the others go on. Every ``checkpoint_every`` steps and on Ctrl-C the whole group is saved to
+``OUT/.group-<first run>-<models>.pt``, which a later run over the same files continues; once training ends,
+every model's checkpoint is written (and the group's file removed) before any model's outputs, so a Ctrl-C from
+then on leaves each file to resume on its own. Every run folder is locked for the whole group.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..config.memory import check_memory
+from ..config.schema import estimate_run_memory
 from ..field import Field
 from ..field_batch import FieldBatch, batching_unavailable_reason
 from ..io import atomic_path
 from ..metrics import psnr
 from ..ops.schedules import set_training_step
-from ..optim import GridAdam
-from .loop import FitState, Fitter, Problem, deferred_interrupts, elementwise_loss, lr_factor
+from .loop import FitState, Fitter, Problem, batch_index, deferred_interrupts, elementwise_loss, make_optimizer
 from .outputs import OUTPUT_FILES
 from .run import finish
 from .run_folder import RunFolder
@@ -46,42 +51,37 @@ def field_of(run: dict[str, Any], task: Any) -> Field:
 
 
 class GroupFitter:
-    """Fits one model per task (same config, same signal shape) as a :class:`FieldBatch`."""
+    """Fits one model per task (same config and seed, same signal shape) as a :class:`FieldBatch`."""
 
     def __init__(self, runs: list[dict[str, Any]], tasks: list[Any], device: torch.device) -> None:
         self.runs, self.tasks, self.device = runs, tasks, device
-        self.training, seed = runs[0]["training"], runs[0]["seed"]
-        first = field_of(runs[0], tasks[0])
-        reason = batching_unavailable_reason(first)
+        self.training, seed, first = runs[0]["training"], runs[0]["seed"], runs[0]
+        if any({**run, "task": None} != {**first, "task": None} for run in runs):
+            raise ValueError("--together: the files' resolved runs differ beyond their signals")
+        estimate = estimate_run_memory(first, tasks[0].n_input_dims, tasks[0].n_output_dims, tasks[0].n_samples)
+        check_memory(f"--together: {len(tasks)} models", len(tasks) * sum(estimate.values()))
+        field = field_of(first, tasks[0])  # every model starts from it, as each would alone (one config and seed)
+        reason = batching_unavailable_reason(field)
         if reason is not None:
-            raise ValueError(f"--together: config {runs[0]['config_name']!r} cannot be batched: {reason}")
-        self.batch = FieldBatch([first] + [field_of(run, task) for run, task in zip(runs[1:], tasks[1:])]).to(device)
-        training = self.training
-        self.optimizer = GridAdam.for_model(self.batch, lr=training["lr"], lazy=training["lazy_tables"],
-                                            betas=tuple(training["betas"]), eps=training["eps"])
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor(training["schedule"], training["steps"]))
+            raise ValueError(f"--together: config {first['config_name']!r} cannot be batched: {reason}")
+        self.batch = FieldBatch([field] * len(tasks)).to(device)
+        self.optimizer, self.scheduler = make_optimizer(self.batch, self.training)
         self.batches = torch.Generator().manual_seed(seed)
         self.problems: list[Problem] = [task.problem() for task in tasks]
         self.coords = self.problems[0].train_coords.to(device)  # the same for every signal of one shape
         self.values = torch.stack([p.train_values for p in self.problems]).to(device)  # [M, n, C]
         self.states = [FitState() for _ in tasks]
-        self.diverged: dict[int, Diverged] = {}
+        self.diverged: dict[int, int] = {}  # model -> the step its loss or evaluation stopped being finite
 
     def _step(self) -> list[float]:
-        n, size = self.coords.shape[0], self.training["batch_size"]
-        if size is None or size >= n:
-            coords, values = self.coords, self.values
-        else:
-            index = torch.randint(n, (size,), generator=self.batches).to(self.device)
-            coords, values = self.coords[index], self.values[:, index]
+        index = batch_index(self.coords.shape[0], self.training["batch_size"], self.batches, self.device)
+        coords, values = (self.coords, self.values) if index is None else (self.coords[index], self.values[:, index])
         step = self.states[0].step
         set_training_step(self.batch, step)
         prediction = self.batch(coords.expand(len(self.tasks), *coords.shape)).float()
         losses = elementwise_loss(self.training["loss"], prediction, values).mean(dim=(1, 2))  # [M]
-        finite = torch.isfinite(losses)
-        for m in (~finite).nonzero()[:, 0].tolist():
-            if m not in self.diverged:
-                self.diverged[m] = Diverged(step + 1, f"the loss is {losses[m].item()}", None)
+        for m in (~torch.isfinite(losses)).nonzero()[:, 0].tolist():
+            self.diverged.setdefault(m, step + 1)
         active = torch.tensor([m not in self.diverged for m in range(len(self.tasks))], device=losses.device)
         self.optimizer.zero_grad(set_to_none=True)
         torch.where(active, losses, 0.0).sum().backward()  # each model's gradient is its own loss's
@@ -90,15 +90,18 @@ class GroupFitter:
         return losses.tolist()
 
     def evaluate(self) -> list[float]:
-        """Each model's PSNR on its evaluation samples."""
+        """Each model's PSNR on its evaluation samples (a model whose error is not finite is marked diverged)."""
         coords = self.problems[0].eval_coords
         chunk = max(self.training["eval_chunk"] // len(self.tasks), 1)
         with torch.no_grad():
             parts = [self.batch(coords[i:i + chunk].to(self.device).expand(len(self.tasks), -1, -1)).float().cpu()
                      for i in range(0, coords.shape[0], chunk)]
         prediction = torch.cat(parts, dim=1)
-        return [psnr(((prediction[m] - p.eval_values) ** 2).mean().item(), p.value_range)
-                for m, p in enumerate(self.problems)]
+        errors = [((prediction[m] - p.eval_values) ** 2).mean().item() for m, p in enumerate(self.problems)]
+        for m, error in enumerate(errors):
+            if not math.isfinite(error):
+                self.diverged.setdefault(m, self.states[m].step)
+        return [psnr(error, p.value_range) for error, p in zip(errors, self.problems)]
 
     def run(self, checkpoint: Path) -> None:
         """Train to ``training["steps"]``, saving the group to ``checkpoint`` every ``checkpoint_every`` steps and
@@ -124,71 +127,95 @@ class GroupFitter:
 
     def save(self, path: Path) -> None:
         payload = {"names": [run["task"]["path"] for run in self.runs], "config": self.runs[0],
-                   "states": [vars(s) for s in self.states], "diverged": {m: d.step for m, d in self.diverged.items()},
+                   "states": [vars(s) for s in self.states], "diverged": self.diverged,
                    "model": self.batch.state_dict(), "optimizer": self.optimizer.state_dict(),
                    "scheduler": self.scheduler.state_dict(), "batches": self.batches.get_state()}
         with atomic_path(path) as tmp:
             torch.save(payload, tmp)
 
-    def load(self, path: Path) -> bool:
-        """Continue the group saved at ``path`` if it is this group (same files and config); False otherwise."""
+    def load(self, path: Path) -> None:
+        """Continue the group saved at ``path``; ValueError if it is not this group's (other files or config) or
+        does not load (then this fitter is partly overwritten: build a new one)."""
         try:
             payload = torch.load(path, map_location=self.device, weights_only=True)
-            if payload["names"] != [run["task"]["path"] for run in self.runs] or payload["config"] != self.runs[0]:
-                return False
+        except Exception:
+            raise ValueError(f"{path}: not a readable group checkpoint") from None
+        if payload.get("names") != [run["task"]["path"] for run in self.runs] or payload.get("config") != self.runs[0]:
+            raise ValueError(f"{path}: a group of other files or another config")
+        try:
             self.batch.load_state_dict(payload["model"])
             self.optimizer.load_state_dict(payload["optimizer"])
             self.scheduler.load_state_dict(payload["scheduler"])
             self.batches.set_state(payload["batches"])
-        except Exception:  # unreadable or of another group: start the group afresh
-            return False
-        self.states = [FitState(**state) for state in payload["states"]]
-        self.diverged = {m: Diverged(step, "the loss was not finite", None) for m, step in payload["diverged"].items()}
-        return True
+            self.states = [FitState(**state) for state in payload["states"]]
+            self.diverged = dict(payload["diverged"])
+        except Exception:
+            raise ValueError(f"{path}: does not load into this group") from None
 
-    def write(self, m: int, folder: Path, overwrite: bool, pictures: bool = True) -> dict[str, Any]:
-        """Model ``m``'s run folder, as a single run of it would leave it -> its metrics."""
-        if m in self.diverged:
-            raise self.diverged[m]
-        run, task, model = self.runs[m], self.tasks[m], self.batch.field(m)
-        with RunFolder(folder, OUTPUT_FILES, overwrite=overwrite) as run_folder:
-            fitter = Fitter(model, self.problems[m], self.training, run["seed"], run_folder, self.device, run)
-            fitter.state = self.states[m]
-            fitter.scheduler.load_state_dict(self.scheduler.state_dict())
-            fitter.batches.set_state(self.batches.get_state())
-            self._copy_optimizer_state(m, model, fitter.optimizer)
-            fitter.save_checkpoint()
-            return finish(run, task, model, fitter.state, folder, self.device, {"fitted_together": len(self.tasks)},
-                          pictures)
-
-    def _copy_optimizer_state(self, m: int, model: Field, optimizer: GridAdam) -> None:
-        """Model m's slice of the group's Adam state into ``optimizer`` (over ``model``, model m as a Field)."""
+    def checkpoint_model(self, m: int, folder: RunFolder) -> Field:
+        """Model ``m``'s checkpoint.pt and config.yaml in ``folder``, as its run alone would leave them (its slice of
+        the optimiser's state and the schedule's position, so ``--resume`` with more steps continues it) -> the model."""
+        run, model = self.runs[m], self.batch.field(m)
+        fitter = Fitter(model, self.problems[m], self.training, run["seed"], folder, self.device, run)
+        fitter.state = self.states[m]
+        fitter.scheduler.load_state_dict(self.scheduler.state_dict())
+        for group, single in zip(self.optimizer.param_groups, fitter.optimizer.param_groups):
+            single["lr"], single["initial_lr"] = group["lr"], group["initial_lr"]
         for name, param in model.named_parameters():
             stacked = self.batch.stacked(name)
             state = self.optimizer.state.get(stacked)
             if state:  # per element (moments, lazy step counts): model m's slice; Adam's one step count: as is
-                optimizer.state[param] = {
+                fitter.optimizer.state[param] = {
                     key: value.reshape(len(self.tasks), -1)[m].reshape(param.shape).clone()
                     if value.numel() == stacked.numel() else value.clone() for key, value in state.items()}
+        fitter.batches.set_state(self.batches.get_state())
+        fitter.save_checkpoint()
+        return model
 
 
 def fit_group(runs: list[dict[str, Any]], tasks: list[Any], folders: list[Path], out: Path, device: torch.device,
               overwrite: bool, pictures: bool = True) -> list[dict[str, Any] | BaseException]:
-    """Fit ``tasks`` together and write each into its folder -> per task its metrics or the error it ended with."""
-    fitter = GroupFitter(runs, tasks, device)
-    checkpoint = out / GROUP_CHECKPOINTS.replace("*", f"{folders[0].name}-{len(tasks)}")
-    if checkpoint.is_file():
-        fitter.load(checkpoint)
-    out.mkdir(parents=True, exist_ok=True)
-    fitter.run(checkpoint)
-    results: list[dict[str, Any] | BaseException] = []
-    for m, folder in enumerate(folders):
-        try:
-            results.append(fitter.write(m, folder, overwrite, pictures))
-        except Exception as error:  # this model's failure (Ctrl-C is not an Exception); the others are written
-            results.append(error)
-    checkpoint.unlink(missing_ok=True)
-    return results
+    """Fit ``tasks`` together and write each into its folder -> per task its metrics or the error it ended with.
+
+    Every folder is locked (and checked, as ``inr-fit image`` checks --out) before training; one that cannot be
+    used is that file's error and the group goes on without it. After training, every model's checkpoint is
+    written before any model's outputs: a Ctrl-C after that leaves each file to resume on its own."""
+    results: list[dict[str, Any] | BaseException | None] = [None] * len(tasks)
+    with ExitStack() as stack:
+        locked: dict[int, RunFolder] = {}
+        for m, folder in enumerate(folders):
+            try:
+                locked[m] = stack.enter_context(RunFolder(folder, OUTPUT_FILES, overwrite=overwrite))
+            except (ValueError, OSError) as error:
+                results[m] = error
+        members = list(locked)
+        if members:
+            fitter = GroupFitter([runs[m] for m in members], [tasks[m] for m in members], device)
+            checkpoint = out / GROUP_CHECKPOINTS.replace("*", f"{folders[members[0]].name}-{len(members)}")
+            if checkpoint.is_file():
+                try:
+                    fitter.load(checkpoint)
+                except ValueError:  # another group's or damaged: this group starts afresh
+                    fitter = GroupFitter([runs[m] for m in members], [tasks[m] for m in members], device)
+            fitter.run(checkpoint)
+            models = {}
+            with deferred_interrupts() as interrupted:  # every checkpoint, or the group's checkpoint stays
+                for k, m in enumerate(members):
+                    if k in fitter.diverged:
+                        results[m] = Diverged(fitter.diverged[k], "the loss or evaluation error was not finite", None)
+                    else:
+                        models[m] = fitter.checkpoint_model(k, locked[m])
+            checkpoint.unlink(missing_ok=True)
+            if interrupted():
+                raise Interrupted
+            for k, m in enumerate(members):
+                if m in models:
+                    try:
+                        results[m] = finish(runs[m], tasks[m], models[m], fitter.states[k], folders[m], device,
+                                            {"fitted_together": len(members)}, pictures)
+                    except Exception as error:  # this model's failure (Ctrl-C is not an Exception)
+                        results[m] = error
+    return results  # type: ignore[return-value]
 
 
 def chunks(indices: list[int], keys: list[tuple], size: int) -> list[list[int]]:

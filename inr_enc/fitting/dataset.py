@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from .outputs import METRICS_FILE
 from ..field_batch import batching_unavailable_reason
-from .batched import GROUP_CHECKPOINTS, chunks, field_of, fit_group, group_key
+from .batched import chunks, field_of, fit_group, group_key
 from .run import fit_run, read_task, resolve_for, resolve_task_run
 from .run_folder import CHECKPOINT, CONFIG, read_config
 from .stops import Diverged
@@ -173,20 +173,20 @@ def rank_group(device: torch.device) -> Iterator[tuple[Ranks, torch.device]]:
 
 
 def _groups(kind: str, config: dict[str, Any], options: dict[str, Any], files: list[Path], folders: list[Path],
-            mine: list[int], overwrite: bool, together: int, prepared: dict[int, tuple]) -> list[list[int]]:
+            mine: list[int], overwrite: bool, together: int) -> list[list[int]]:
     """``mine`` as jobs: files with no run in their folder (or all, with ``overwrite``) in groups of up to
-    ``together`` of one signal shape (their (run, task) put in ``prepared``); the rest one by one (skipped,
-    resumed, refused or failing as :func:`fit_file` finds them)."""
+    ``together`` of one signal shape; the rest one by one (skipped, resumed, refused or failing as
+    :func:`fit_file` finds them)."""
     fresh, keys = [], []
     for i in mine:
         if not overwrite and (folders[i] / CONFIG).is_file() and (folders[i] / CHECKPOINT).is_file():
             continue
         try:
-            prepared[i] = resolve_task_run(config, kind, str(files[i]), options["train_split"], **options["resolve"])
+            task = read_task(kind, str(files[i]), options["train_split"])
         except ValueError:  # fit_file records why
             continue
         fresh.append(i)
-        keys.append(group_key(prepared[i][1]))
+        keys.append(group_key(task))
     groups = [group for group in chunks(fresh, keys, together) if len(group) > 1]
     grouped = {i for group in groups for i in group}
     return groups + [[i] for i in mine if i not in grouped]
@@ -200,9 +200,9 @@ def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: di
         raise ValueError(f"--out {out} exists and is not a folder")
     names = run_names(files)
     mine = list(range(ranks.rank, len(files), ranks.world))
-    together, prepared = options.get("together", 1), {}
+    together = options.get("together", 1)
     jobs = [[i] for i in mine] if together == 1 else \
-        _groups(kind, config, options, files, [out / name for name in names], mine, overwrite, together, prepared)
+        _groups(kind, config, options, files, [out / name for name in names], mine, overwrite, together)
     rows: list[tuple[int, dict]] = []
     psnrs: list[float] = []
     bar = tqdm(total=len(mine), disable=quiet or ranks.rank != 0, unit="file", dynamic_ncols=True)
@@ -213,10 +213,11 @@ def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: di
             except Exception as error:  # recorded, whatever it is (Ctrl-C is not an Exception); the others go on
                 results = [error]
         else:
-            try:
+            try:  # the signals are read again here: only one group's are held at a time
+                pairs = [resolve_task_run(config, kind, str(files[i]), options["train_split"], **options["resolve"])
+                         for i in job]
                 results = [("fitted", r) if isinstance(r, dict) else r for r in fit_group(
-                    *zip(*(prepared[i] for i in job)), [out / names[i] for i in job], out, device, overwrite,
-                    options.get("pictures", True))]
+                    *zip(*pairs), [out / names[i] for i in job], out, device, overwrite, options.get("pictures", True))]
             except Exception as error:
                 results = [error] * len(job)
         for i, result in zip(job, results):
@@ -235,6 +236,4 @@ def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: di
     if ranks.rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         write_summary(out, all_rows)
-        for stale in out.glob(GROUP_CHECKPOINTS):  # every rank is done: left by groups cut short while writing
-            stale.unlink(missing_ok=True)
     return all_rows

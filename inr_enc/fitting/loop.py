@@ -97,6 +97,21 @@ def lr_factor(kind: str, steps: int) -> Callable[[int], float]:
     return lambda step: 1.0
 
 
+def make_optimizer(model: torch.nn.Module, training: dict[str, Any]) -> tuple[GridAdam, Any]:
+    """The optimiser and learning-rate schedule of a resolved ``training`` section: grid tables get tcnn's lazy Adam
+    on sparse gradients (optim/) where ``lazy_tables``, everything else torch.optim.Adam."""
+    optimizer = GridAdam.for_model(model, lr=training["lr"], lazy=training["lazy_tables"],
+                                   betas=tuple(training["betas"]), eps=training["eps"])
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(training["schedule"], training["steps"]))
+
+
+def batch_index(n: int, batch_size: int | None, generator: torch.Generator, device: torch.device) -> torch.Tensor | None:
+    """A step's random sample indices [batch_size] into n samples, drawn from ``generator``; None for every sample."""
+    if batch_size is None or batch_size >= n:
+        return None
+    return torch.randint(n, (batch_size,), generator=generator).to(device)
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
@@ -138,11 +153,7 @@ class Fitter:
         self.folder.checkpoint_saved()
 
     def _make_optimizer(self, lazy_tables: bool) -> None:
-        """Grid tables: tcnn's lazy Adam on sparse gradients (optim/); everything else torch.optim.Adam."""
-        training = self.training
-        self.optimizer = GridAdam.for_model(self.model, lr=training["lr"], lazy=lazy_tables,
-                                            betas=tuple(training["betas"]), eps=training["eps"])
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor(training["schedule"], training["steps"]))
+        self.optimizer, self.scheduler = make_optimizer(self.model, {**self.training, "lazy_tables": lazy_tables})
 
     def load_checkpoint(self) -> None:
         """Continue from checkpoint.pt; ValueError (one line) for a damaged file or one of another model."""
@@ -173,12 +184,9 @@ class Fitter:
         return psnr(mse, self.problem.value_range)
 
     def _step(self) -> float:
-        n, batch = self.train_coords.shape[0], self.training["batch_size"]
-        if batch is None or batch >= n:
-            coords, values = self.train_coords, self.train_values
-        else:
-            index = torch.randint(n, (batch,), generator=self.batches).to(self.device)
-            coords, values = self.train_coords[index], self.train_values[index]
+        index = batch_index(self.train_coords.shape[0], self.training["batch_size"], self.batches, self.device)
+        coords, values = (self.train_coords, self.train_values) if index is None else \
+            (self.train_coords[index], self.train_values[index])
         set_training_step(self.model, self.state.step)
         loss = elementwise_loss(self.training["loss"], self.model(coords).float(), values).mean()
         if not torch.isfinite(loss):  # stop before the step: the weights stay as the last finite loss left them
