@@ -11,6 +11,7 @@ import torch
 import yaml
 from runs import write_tiny_config
 
+from inr_enc import field_batch
 from inr_enc.cli import main as inr_fit
 from inr_enc.fitting import batched
 from inr_enc.fitting.batched import chunks
@@ -35,8 +36,12 @@ def rows(out):
         return {row["run"]: row for row in csv.DictReader(file)}
 
 
-@pytest.mark.parametrize("batch_size", [None, 20])  # every pixel, or 20 random ones per step
-def test_each_model_matches_its_run_alone(tmp_path, crops, batch_size):
+@pytest.mark.parametrize("batch_size,chunk_floats", [(None, None), (20, None), (20, 1)])
+def test_each_model_matches_its_run_alone(tmp_path, crops, batch_size, chunk_floats, monkeypatch):
+    """Every pixel or 20 random ones per step; the networks trained all at once, or one model at a time (a
+    chunk of 1 float: each chunk holds one model)."""
+    if chunk_floats is not None:
+        monkeypatch.setattr(field_batch, "CHUNK_FLOATS", chunk_floats)
     config = write_tiny_config(tmp_path, steps=12, eval_every=4, checkpoint_every=4,
                                **({"batch_size": batch_size} if batch_size else {}))
     alone, together = tmp_path / "alone", tmp_path / "together"

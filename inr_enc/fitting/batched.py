@@ -76,18 +76,38 @@ class GroupFitter:
     def _step(self) -> list[float]:
         index = batch_index(self.coords.shape[0], self.training["batch_size"], self.batches, self.device)
         coords, values = (self.coords, self.values) if index is None else (self.coords[index], self.values[:, index])
-        step = self.states[0].step
+        step, n_models = self.states[0].step, len(self.tasks)
         set_training_step(self.batch, step)
-        prediction = self.batch(coords.expand(len(self.tasks), *coords.shape)).float()
-        losses = elementwise_loss(self.training["loss"], prediction, values).mean(dim=(1, 2))  # [M]
-        for m in (~torch.isfinite(losses)).nonzero()[:, 0].tolist():
-            self.diverged.setdefault(m, step + 1)
-        active = torch.tensor([m not in self.diverged for m in range(len(self.tasks))], device=losses.device)
         self.optimizer.zero_grad(set_to_none=True)
-        torch.where(active, losses, 0.0).sum().backward()  # each model's gradient is its own loss's
+        features = self.batch.encode(coords.expand(n_models, *coords.shape))
+        stacked = self.batch.network_parameters()
+        grads = {name: torch.zeros_like(p) for name, p in stacked.items()}
+        feature_grad = torch.zeros_like(features) if features.requires_grad else None
+        losses = []
+        chunk = self.batch.models_per_chunk(coords.shape[0])
+        for a in range(0, n_models, chunk):  # forward and backward a chunk at a time: its activations stay in cache
+            models = slice(a, a + chunk)
+            params = {name: p.detach()[models].requires_grad_() for name, p in stacked.items()}
+            part = features.detach()[models].requires_grad_(feature_grad is not None)
+            loss = elementwise_loss(self.training["loss"], self.batch.networks(part, params, models).float(),
+                                    values[models]).mean(dim=(1, 2))
+            for k in (~torch.isfinite(loss)).nonzero()[:, 0].tolist():
+                self.diverged.setdefault(a + k, step + 1)
+            active = torch.tensor([a + k not in self.diverged for k in range(len(loss))], device=loss.device)
+            torch.where(active, loss, 0.0).sum().backward()  # each model's gradient is its own loss's
+            for name, param in params.items():
+                if param.grad is not None:
+                    grads[name][models] = param.grad
+            if feature_grad is not None:
+                feature_grad[models] = part.grad
+            losses += loss.tolist()
+        for name, param in stacked.items():
+            param.grad = grads[name]
+        if feature_grad is not None:  # the encoder's parameters (grid tables): one backward for every model
+            features.backward(feature_grad)
         self.optimizer.step()
         self.scheduler.step()
-        return losses.tolist()
+        return losses
 
     def evaluate(self) -> list[float]:
         """Each model's PSNR on its evaluation samples (a model whose error is not finite is marked diverged)."""
