@@ -31,6 +31,7 @@ from inr_enc.io import write_text_atomically
 
 PHOTOS = ("astronaut.png", "camera.png", "chelsea.png", "coffee.png", "coins.png", "rocket.jpg")
 CONFIGS = {  # label -> (config, --set overrides)
+    "SIREN (siren as it is, 3 hidden layers of 256)": ("siren", ["network.n_neurons=256"]),
     "SIREN (siren, 3 hidden layers of 64)": ("siren", ["network.n_neurons=64"]),
     "hash grid (hashgrid, 2^12 entries per level)": ("hashgrid", ["encoding.log2_hashmap_size=12"]),
 }
