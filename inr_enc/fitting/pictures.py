@@ -106,15 +106,25 @@ def write_audio_comparison(path: Path, target: np.ndarray, reconstruction: np.nd
     _save(fig, path)
 
 
-def write_rate_distortion(path: Path, points: list[tuple[str, float, float]], rate_label: str) -> None:
-    """rate_distortion.png: one labelled point (name, bits, PSNR) per config, bits on a log scale."""
+def write_rate_distortion(path: Path, series: dict[str, list[tuple[float, float]]], rate_label: str,
+                          psnr_label: str = "PSNR (dB)") -> None:
+    """rate_distortion.png: per config (name -> its files' (bits, PSNR) pairs, finite ones) a faint point per file
+    and a labelled marker at the means; bits on a log scale."""
     plt = _pyplot()
     fig, axis = plt.subplots(figsize=(7, 5), constrained_layout=True)
-    for name, bits, psnr in points:
-        axis.scatter([bits], [psnr])
-        axis.annotate(name, (bits, psnr), textcoords="offset points", xytext=(5, 5))
-    if points and min(bits for _, bits, _ in points) > 0:
+    all_bits = []
+    for name, pairs in series.items():
+        pairs = [(b, p) for b, p in pairs if np.isfinite(b) and np.isfinite(p)]
+        if not pairs:
+            continue
+        bits, psnrs = np.array(pairs).T
+        dots = axis.scatter(bits, psnrs, s=12, alpha=0.35)
+        mean = (float(bits.mean()), float(psnrs.mean()))
+        axis.scatter(*mean, s=80, color=dots.get_facecolor()[0][:3], edgecolors="black", zorder=3)
+        axis.annotate(name, mean, textcoords="offset points", xytext=(6, 6))
+        all_bits += list(bits)
+    if all_bits and min(all_bits) > 0:
         axis.set_xscale("log")
-    axis.set(xlabel=rate_label, ylabel="mean PSNR (dB)", title="rate and distortion per config")
+    axis.set(xlabel=rate_label, ylabel=psnr_label, title="rate and distortion: files (dots) and their mean (marker)")
     axis.grid(alpha=0.3)
     _save(fig, path)

@@ -18,7 +18,7 @@ SUMMARY_CSV, SUMMARY_MD = "summary.csv", "summary.md"
 
 def summary_row(path: Path, name: str, unit: str, status: str, metrics: dict[str, Any], error: str = "") -> dict:
     return {"file": str(path), "run": name, "status": status, "psnr": metrics.get("psnr"),
-            "ssim": metrics.get("ssim"), f"bits_per_{unit}": metrics.get(f"bits_per_{unit}"),
+            "psnr_float16": metrics.get("psnr_float16"), "ssim": metrics.get("ssim"), f"bits_per_{unit}": metrics.get(f"bits_per_{unit}"),
             "seconds": metrics.get("seconds"), "steps": metrics.get("steps"), "error": error}
 
 
@@ -62,12 +62,13 @@ def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
 
 def write_config_comparison(out: Path, results: dict[str, list[dict[str, Any]]], unit: str) -> None:
     """Several configs over the same files: summary.csv and summary.md in ``out`` (one row per config: files with
-    results, mean ± std of PSNR, SSIM and bits per ``unit``) and rate_distortion.png (PSNR against bits)."""
+    results, mean ± std of PSNR, PSNR with the float16 weights, SSIM and bits per ``unit``) and rate_distortion.png
+    (PSNR with the float16 weights of model.safetensors against that file's bits)."""
     rows = []
     for name, config_rows in results.items():
         done = [row for row in config_rows if row["status"] != "failed"]
         row = {"config": name, "files": len(config_rows), "with_results": len(done)}
-        for column in ("psnr", "ssim", f"bits_per_{unit}"):
+        for column in ("psnr", "psnr_float16", "ssim", f"bits_per_{unit}"):
             stats = mean_and_std([r[column] for r in done])
             row[column], row[f"{column}_std"] = stats if stats else (None, None)
         rows.append(row)
@@ -76,9 +77,13 @@ def write_config_comparison(out: Path, results: dict[str, list[dict[str, Any]]],
     def both(row: dict[str, Any], column: str) -> str:
         return "" if row[column] is None else f"{row[column]:.4g} ± {row[f'{column}_std']:.2g}"
 
-    lines = [f"| config | files (with results) | PSNR (dB) | SSIM | bits per {unit} |", "|---|---|---|---|---|"]
-    lines += [f"| {r['config']} | {r['files']} ({r['with_results']}) | {both(r, 'psnr')} | {both(r, 'ssim')} | "
-              f"{both(r, f'bits_per_{unit}')} |" for r in rows]
+    lines = [f"| config | files (with results) | PSNR (dB) | PSNR, float16 weights (dB) | SSIM | bits per {unit} |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r['config']} | {r['files']} ({r['with_results']}) | {both(r, 'psnr')} | {both(r, 'psnr_float16')} | "
+              f"{both(r, 'ssim')} | {both(r, f'bits_per_{unit}')} |" for r in rows]
     write_text_atomically(out / SUMMARY_MD, "\n".join(lines) + "\n")
-    points = [(r["config"], r[f"bits_per_{unit}"], r["psnr"]) for r in rows if r["psnr"] is not None]
-    write_rate_distortion(out / "rate_distortion.png", points, f"bits per {unit} (model.safetensors, float16)")
+    series = {name: [(r[f"bits_per_{unit}"], r["psnr_float16"]) for r in config_rows if r["status"] != "failed"
+                     and r[f"bits_per_{unit}"] is not None and r["psnr_float16"] is not None]
+              for name, config_rows in results.items()}
+    write_rate_distortion(out / "rate_distortion.png", series, f"bits per {unit} (model.safetensors, float16)",
+                          "PSNR with the float16 weights (dB)")
