@@ -143,7 +143,7 @@ def test_bad_configs_raise_specific_value_errors(config, d, message):
 
 
 def test_unknown_key_lists_valid_keys():
-    with pytest.raises(ValueError, match="valid keys: base_resolution, hash, interpolation, log2_hashmap_size"):
+    with pytest.raises(ValueError, match="valid keys: base_resolution, fixed_point_pos, hash, interpolation, log2_hashmap_size"):
         build_encoder({"otype": "HashGrid", "levels": 4}, 3)
 
 

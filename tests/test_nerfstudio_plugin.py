@@ -158,8 +158,8 @@ def test_bad_settings_in_python_raise_value_errors_naming_the_setting():
 @pytest.mark.parametrize("flags, message", [
     (["--pipeline.model.encoding-config", '{"otype": "HashGrid", "n_levles": 4}'],
      "ns-train: encoding_config: HashGrid: unknown config key 'n_levles' (did you mean 'n_levels'?); valid keys: "
-     "base_resolution, hash, interpolation, log2_hashmap_size, n_features_per_level, n_levels, per_level_scale, "
-     "seed, type"),
+     "base_resolution, fixed_point_pos, hash, interpolation, log2_hashmap_size, n_features, n_features_per_level, "
+     "n_grid_features, n_levels, per_level_scale, seed, stochastic_interpolation, type"),
     (["--pipeline.model.encoding.log2-hashmap-size", "-3"],
      "ns-train: encoding: HashGrid: 'log2_hashmap_size' must be in [1, 31], got -3"),
 ])

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ..config.checks import check_choice, check_float, check_int, check_seed, config_error
+from ..config.checks import check_bool, check_choice, check_float, check_int, check_seed, config_error
 from ..ops.grid import (GRID_TYPES, HASH_PRIMES, INTERPOLATIONS, UINT32_MASK, GridLevel, GridLevels,
                         default_per_level_scale, grid_encoding, grid_levels, sparse_accumulator)
 from .base import Encoder, seeded_generator
@@ -37,6 +37,22 @@ def check_level_keys(name: str, config: dict[str, Any]) -> tuple[int, int, int, 
         raise config_error(name, f"'n_features_per_level' must be 1, 2, 4 or 8 (as in tcnn), got {n_features}")
     log2_size = check_int(name, "log2_hashmap_size", config["log2_hashmap_size"], 1, 31)
     return n_levels, n_features, log2_size, check_int(name, "base_resolution", config["base_resolution"], 1)
+
+
+def _level_count(name: str, config: dict[str, Any]) -> int:
+    """n_levels of a grid config, or as tcnn derives it from n_features (alias n_grid_features) / features per level;
+    16 when neither is given."""
+    given = [key for key in ("n_features", "n_grid_features") if config[key] is not None]
+    if not given:
+        return 16 if config["n_levels"] is None else config["n_levels"]
+    if config["n_levels"] is not None or len(given) > 1:
+        raise config_error(name, f"give one of 'n_levels', 'n_features' and 'n_grid_features' (tcnn: one determines "
+                                 f"the others), got {', '.join(['n_levels'] * (config['n_levels'] is not None) + given)}")
+    total = check_int(name, given[0], config[given[0]], 1)
+    per_level = config["n_features_per_level"]
+    if not isinstance(per_level, int) or isinstance(per_level, bool) or per_level < 1 or total % per_level:
+        raise config_error(name, f"'{given[0]}' ({total}) must be a multiple of 'n_features_per_level' ({per_level!r})")
+    return total // per_level
 
 
 def check_finest_scale(name: str, n_levels: int, base_resolution: int, per_level_scale: float) -> None:
@@ -107,14 +123,23 @@ class Grid(Multiresolution):
     default_type = "Hash"
     max_input_dims = 7
     defaults = {
-        "type": None, "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 19, "base_resolution": 16,
+        "type": None, "n_levels": None, "n_features_per_level": 2, "log2_hashmap_size": 19, "base_resolution": 16,
         "per_level_scale": None, "interpolation": "Linear", "hash": "CoherentPrime", "seed": 1337,
+        # tcnn's keys read as tcnn reads them (include/tiny-cuda-nn/encodings/grid.h, create_grid_encoding):
+        # n_features (or n_grid_features) = n_levels * n_features_per_level instead of n_levels (default 16 levels);
+        # stochastic_interpolation and fixed_point_pos at tcnn's default, false (the resolved config leaves them out)
+        "n_features": None, "n_grid_features": None, "stochastic_interpolation": False, "fixed_point_pos": False,
     }
 
     @classmethod
     def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
         name = cls.otype
         grid_type = check_choice(name, "type", config["type"] or cls.default_type, GRID_TYPES)
+        config = {**config, "n_levels": _level_count(name, config)}
+        for key in ("stochastic_interpolation", "fixed_point_pos"):
+            if check_bool(name, key, config[key]):
+                raise config_error(name, f"'{key}': true is not implemented by inr_enc's grid kernels; tcnn's "
+                                         "default false is what they compute")
         n_levels, n_features, log2_size, base_resolution = check_level_keys(name, config)
         per_level_scale = config["per_level_scale"]
         if per_level_scale is None:
