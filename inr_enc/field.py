@@ -38,6 +38,10 @@ class Field(nn.Module):
         """Levels of detail of a multi-level network (PINs), else None."""
         return self.network.n_levels if self.network.has_levels else None
 
+    def matrix_parameters(self) -> list[nn.Parameter]:
+        """The network's weight matrices (tcnn's "matrix params", which its Adam's l2_reg applies to)."""
+        return [p for p in self.network.parameters() if p.dim() >= 2]
+
     def forward(self, x: torch.Tensor, level: int | None = None) -> torch.Tensor:
         """x: [..., n_input_dims] -> [..., n_output_dims]; ``level`` picks a level of detail (PINs networks)."""
         if level is not None and not self.network.has_levels:

@@ -90,6 +90,10 @@ class FieldBatch(nn.Module):
         """The stacked network parameters [M, ...] by the network's own parameter names ("layers.0.weight")."""
         return {name: self.network_params[_key(name)] for name, _ in self._network.named_parameters()}
 
+    def matrix_parameters(self) -> list[nn.Parameter]:
+        """The stacked weight matrices of the networks ([M, out, in]), as Field.matrix_parameters."""
+        return [p for p in self.network_params.values() if p.dim() >= 3]
+
     def models_per_chunk(self, rows: int) -> int:
         """Models whose network activations for ``rows`` samples each (rows x the widest layer, CHUNK_FLOATS in
         all) stay in a CPU's cache: training runs the networks that many at a time."""

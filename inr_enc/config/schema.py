@@ -17,8 +17,9 @@ from ..encoders.registry import encoder_class, encoder_spec
 from ..networks.registry import network_class, resolve_network
 from .checks import check_bool, check_choice, check_float, check_int, check_keys, check_mapping, check_seed, config_error
 from .memory import check_memory, format_bytes
+from .tcnn_sections import EXPONENTIAL_DECAY, training_from_tcnn
 
-RUN_KEYS = ("encoding", "network", "training", "seed")
+RUN_KEYS = ("encoding", "network", "training", "seed", "loss", "optimizer")  # loss, optimizer: tcnn's sections
 SAVED_RUN_KEYS = ("task", "config_name", *RUN_KEYS, "provenance")  # provenance: written with the run, not read
 FIELD_KEYS = ("encoding", "network")
 DEFAULT_ENCODING = {"otype": "Identity"}
@@ -27,9 +28,12 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "steps": 2000, "batch_size": None, "lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "loss": "MSE",
     "schedule": "constant", "eval_every": 50, "checkpoint_every": 100, "eval_chunk": 65536,
     "solver": "adam", "ridge": 0.0, "lazy_tables": True,
+    # tcnn's Adam l2_reg (added to the gradient of the network's weight matrices), its Ema wrapper (the evaluated and
+    # saved weights are the bias-corrected moving average; None: off) and its ExponentialDecay (schedule exponential)
+    "l2_reg": 0.0, "ema_decay": None, **EXPONENTIAL_DECAY,
 }
-LOSSES = ("MSE", "RelativeL2")
-SCHEDULES = ("constant", "cosine")
+LOSSES = ("MSE", "L1", "RelativeL1", "RelativeL2", "MAPE", "SMAPE", "Huber")  # "L2" is read as "MSE"
+SCHEDULES = ("constant", "cosine", "exponential")
 SOLVERS = ("adam", "closed-form")  # closed-form: a linear model's least-squares solve instead of steps
 MAX_LR, MAX_EPS, MAX_RIDGE = 10.0, 1.0, 1e6  # Adam's lr and eps, the closed-form solve's ridge
 ADAM_COPIES = 4  # a parameter, its gradient and Adam's two moments
@@ -53,7 +57,7 @@ def resolve_training(config: Any) -> dict[str, Any]:
         "lr": check_float("training", "lr", config["lr"], 0.0, low_inclusive=False, high=MAX_LR),
         "betas": betas,
         "eps": check_float("training", "eps", config["eps"], 0.0, high=MAX_EPS),
-        "loss": check_choice("training", "loss", config["loss"], LOSSES),
+        "loss": check_choice("training", "loss", "MSE" if config["loss"] == "L2" else config["loss"], LOSSES),
         "schedule": check_choice("training", "schedule", config["schedule"], SCHEDULES),
         "eval_every": check_int("training", "eval_every", config["eval_every"], 1),
         "checkpoint_every": check_int("training", "checkpoint_every", config["checkpoint_every"], 1),
@@ -61,7 +65,23 @@ def resolve_training(config: Any) -> dict[str, Any]:
         "solver": check_choice("training", "solver", config["solver"], SOLVERS),
         "ridge": check_float("training", "ridge", config["ridge"], 0.0, high=MAX_RIDGE),
         "lazy_tables": check_bool("training", "lazy_tables", config["lazy_tables"]),
+        "l2_reg": check_float("training", "l2_reg", config["l2_reg"], 0.0, high=MAX_LR),
+        "ema_decay": _ema_decay(config["ema_decay"]),
+        "decay_base": check_float("training", "decay_base", config["decay_base"], 0.0, high=1.0),
+        "decay_start": check_int("training", "decay_start", config["decay_start"], 0),
+        "decay_interval": check_int("training", "decay_interval", config["decay_interval"], 1),
+        "decay_end": check_int("training", "decay_end", config["decay_end"], 0),
     }
+
+
+def _ema_decay(value: Any) -> float | None:
+    """None (no moving average) or a decay in [0, 1)."""
+    if value is None:
+        return None
+    decay = check_float("training", "ema_decay", value, 0.0, high=1.0)
+    if decay == 1.0:
+        raise config_error("training", "'ema_decay' must be below 1 (1 would keep the first weights forever)")
+    return decay
 
 
 def resolve_seed(value: Any) -> int:
@@ -159,7 +179,13 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
     if "seed" in network_class(network).defaults:
         network.setdefault("seed", seed)
     field = resolve_field({"encoding": encoding, "network": network}, n_input_dims, n_output_dims)
-    training = resolve_training({**check_mapping("config", "training", config.get("training")), **(training or {})})
+    from_tcnn = training_from_tcnn(config.get("loss"), config.get("optimizer"))
+    own = check_mapping("config", "training", config.get("training"))
+    twice = sorted(set(from_tcnn) & set(own))
+    if twice:
+        raise config_error("config", f"training key(s) {', '.join(twice)} given both in 'training' and by tcnn's "
+                                     "'loss'/'optimizer' sections; give each once")
+    training = resolve_training({**own, **from_tcnn, **(training or {})})
     if training["solver"] == "closed-form" and not network_class(field["network"]).solves_closed_form:
         raise config_error("training", "solver 'closed-form' needs network otype Separable (a model linear in its weights)")
     parts = estimate_run_memory({**field, "training": training}, n_input_dims, n_output_dims, math.prod(coordinate_shape))

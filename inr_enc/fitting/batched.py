@@ -31,10 +31,11 @@ from ..field_batch import FieldBatch, batching_unavailable_reason
 from ..io import atomic_path
 from ..metrics import psnr
 from ..ops.schedules import set_training_step
-from .loop import FitState, Fitter, Problem, batch_index, deferred_interrupts, elementwise_loss, make_optimizer
+from .loop import FitState, Fitter, Problem, deferred_interrupts
 from .outputs import OUTPUT_FILES
 from .run import finish
 from .run_folder import RunFolder
+from .training import batch_index, elementwise_loss, make_optimizer
 from .stops import Diverged, Interrupted
 
 
@@ -44,6 +45,13 @@ GROUP_CHECKPOINTS = ".group-*.pt"  # OUT/.group-<first run>-<models>.pt
 def group_key(task: Any) -> tuple:
     """Signals that can share a batch have equal keys: the task's description without its path."""
     return tuple(sorted((k, v) for k, v in task.describe().items() if k != "path"))
+
+
+def group_unavailable_reason(run: dict[str, Any], field: Field) -> str | None:
+    """Why runs like ``run`` (its model ``field``) cannot be fitted as a group, or None when they can."""
+    if run["training"]["ema_decay"] is not None:
+        return "its training averages the weights (ema_decay, tcnn's Ema), which groups do not do yet"
+    return batching_unavailable_reason(field)
 
 
 def field_of(run: dict[str, Any], task: Any) -> Field:
@@ -61,7 +69,7 @@ class GroupFitter:
         estimate = estimate_run_memory(first, tasks[0].n_input_dims, tasks[0].n_output_dims, tasks[0].n_samples)
         check_memory(f"--together: {len(tasks)} models", len(tasks) * sum(estimate.values()))
         field = field_of(first, tasks[0])  # every model starts from it, as each would alone (one config and seed)
-        reason = batching_unavailable_reason(field)
+        reason = group_unavailable_reason(first, field)
         if reason is not None:
             raise ValueError(f"--together: config {first['config_name']!r} cannot be batched: {reason}")
         self.batch = FieldBatch([field] * len(tasks)).to(device)

@@ -30,8 +30,7 @@ import yaml
 from tqdm import tqdm
 
 from .outputs import METRICS_FILE
-from ..field_batch import batching_unavailable_reason
-from .batched import chunks, field_of, fit_group, group_key
+from .batched import chunks, field_of, fit_group, group_key, group_unavailable_reason
 from .run import fit_run, read_task, resolve_for, resolve_task_run
 from .run_folder import CHECKPOINT, CONFIG, read_config
 from .stops import Diverged
@@ -117,13 +116,15 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
     run, task = resolve_task_run(config, kind, str(path), options["train_split"], **options["resolve"])
     has_run = (folder / CONFIG).is_file() and (folder / CHECKPOINT).is_file()
     if has_run and not overwrite:
-        saved = read_config(folder)
-        if not isinstance(saved, dict) or {k: v for k, v in saved.items() if k != "provenance"} != _as_saved(run):
+        try:  # the saved run resolved as today (keys added since it was written take their defaults)
+            saved = resolve_for(read_config(folder), task, options["train_split"], saved=True, max_memory=NO_MEMORY_LIMIT)
+        except ValueError:
+            saved = None
+        if saved is None or _as_saved(saved) != _as_saved(run):
             raise ValueError(f"{folder} holds a run of another config or signal; pass --overwrite to replace it")
         if (folder / METRICS_FILE).is_file():
             return "skipped", json.loads((folder / METRICS_FILE).read_text())
-        run = resolve_for(saved, task, options["train_split"], saved=True)  # the signal already read
-        return "resumed", fit_run(run, task, folder, device, resume=True, quiet=True, vis=options["vis"],
+        return "resumed", fit_run(saved, task, folder, device, resume=True, quiet=True, vis=options["vis"],
                                   pictures=options.get("pictures", True))
     return "fitted", fit_run(run, task, folder, device, resume=False, quiet=True, overwrite=overwrite,
                              vis=options["vis"], pictures=options.get("pictures", True))
@@ -138,7 +139,7 @@ def check_config(kind: str, config: dict[str, Any], options: dict[str, Any], fil
         except ValueError:  # a file that cannot be fitted is recorded when its turn comes
             continue
         run = resolve_for(config, task, options["train_split"], **options["resolve"], max_memory=NO_MEMORY_LIMIT)
-        reason = batching_unavailable_reason(field_of(run, task)) if options.get("together", 1) > 1 else None
+        reason = group_unavailable_reason(run, field_of(run, task)) if options.get("together", 1) > 1 else None
         if reason is not None:
             raise ValueError(f"--together: config {run['config_name']!r} cannot be fitted in batches: {reason}")
         return

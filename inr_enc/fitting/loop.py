@@ -21,9 +21,9 @@ from ..io import atomic_path
 from ..version import __version__
 from ..metrics import psnr
 from ..ops.schedules import set_training_step
-from ..optim import GridAdam
 from .run_folder import CHECKPOINT, RunFolder, write_config
 from .stops import Diverged, Interrupted, signals_handled_by
+from .training import batch_index, elementwise_loss, make_average, make_optimizer
 
 # state-dict keys renamed since a checkpoint was written: the separable model kept W at the top level before it
 # became the Separable network (commit 0e5031c)
@@ -83,35 +83,6 @@ def predict(model: Callable[[torch.Tensor], torch.Tensor], coords: torch.Tensor,
     return torch.cat([model(coords[i : i + chunk].to(device)).float().cpu() for i in range(0, coords.shape[0], chunk)])
 
 
-def elementwise_loss(kind: str, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """The training loss of each output element (the step's loss is their mean), shaped like ``prediction``."""
-    if kind == "RelativeL2":  # tcnn's RelativeL2: (p - t)^2 / (p^2 + 0.01), p not differentiated in the denominator
-        return (prediction - target) ** 2 / (prediction.detach() ** 2 + 0.01)
-    return (prediction - target) ** 2
-
-
-def lr_factor(kind: str, steps: int) -> Callable[[int], float]:
-    """The learning-rate schedule: step -> factor of the initial rate ("constant" or "cosine")."""
-    if kind == "cosine":  # from lr down to lr / 100 at the last step
-        return lambda step: 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * min(step, steps) / max(steps, 1)))
-    return lambda step: 1.0
-
-
-def make_optimizer(model: torch.nn.Module, training: dict[str, Any]) -> tuple[GridAdam, Any]:
-    """The optimiser and learning-rate schedule of a resolved ``training`` section: grid tables get tcnn's lazy Adam
-    on sparse gradients (optim/) where ``lazy_tables``, everything else torch.optim.Adam."""
-    optimizer = GridAdam.for_model(model, lr=training["lr"], lazy=training["lazy_tables"],
-                                   betas=tuple(training["betas"]), eps=training["eps"])
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(training["schedule"], training["steps"]))
-
-
-def batch_index(n: int, batch_size: int | None, generator: torch.Generator, device: torch.device) -> torch.Tensor | None:
-    """A step's random sample indices [batch_size] into n samples, drawn from ``generator``; None for every sample."""
-    if batch_size is None or batch_size >= n:
-        return None
-    return torch.randint(n, (batch_size,), generator=generator).to(device)
-
-
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0][:200]}" if text else type(error).__name__
@@ -126,6 +97,7 @@ class Fitter:
         self.model, self.problem, self.training = model.to(device), problem, training
         self.folder, self.device, self.run_config = folder, device, run_config
         self._make_optimizer(training["lazy_tables"])
+        self.average = make_average(self.model, training)  # tcnn's Ema: what evaluation and the outputs use
         self.batches = torch.Generator().manual_seed(seed)
         self.state = FitState()
         self.checkpoint_step: int | None = None  # the step of the checkpoint on disk, if any
@@ -143,6 +115,7 @@ class Fitter:
             "losses": self.state.losses,
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(), "batches": self.batches.get_state(), "config": self.run_config,
+            **({"average": self.average.state_dict()} if self.average is not None else {}),
         }
         with atomic_path(self.folder.path / CHECKPOINT) as tmp:
             torch.save(payload, tmp)
@@ -170,14 +143,27 @@ class Fitter:
             self.optimizer.load_state_dict(payload["optimizer"])
             self.scheduler.load_state_dict(payload["scheduler"])
             self.batches.set_state(payload["batches"])
+            if self.average is not None:
+                self.average.load_state_dict(payload["average"])
             self.state = FitState(int(payload["step"]), float(payload["seconds"]), list(payload["history"]),
                                   list(payload.get("losses", [])))  # runs saved before per-step losses: none
         except Exception as error:  # a checkpoint of another model, or edited: a clear message, not a traceback
             raise ValueError(f"{path} does not fit this run ({_first_line(error)})") from None
         self.checkpoint_step = self.state.step
 
+    @contextmanager
+    def averaged(self) -> Iterator[None]:
+        """Within the block the model holds the weights evaluation and the outputs use: the moving average with
+        tcnn's Ema (training.ema_decay), else the trained weights."""
+        if self.average is None:
+            yield
+        else:
+            with self.average.applied():
+                yield
+
     def evaluate(self) -> float:
-        prediction = predict(self.model, self.problem.eval_coords, self.training["eval_chunk"], self.device)
+        with self.averaged():
+            prediction = predict(self.model, self.problem.eval_coords, self.training["eval_chunk"], self.device)
         mse = ((prediction - self.problem.eval_values) ** 2).mean().item()
         if not math.isfinite(mse):
             raise Diverged(self.state.step, f"the evaluation error is {mse}", self.checkpoint_step)
@@ -195,6 +181,8 @@ class Fitter:
         loss.backward()
         self.optimizer.step()
         self.scheduler.step()
+        if self.average is not None:
+            self.average.update()
         return loss.item()
 
     def solve(self, solve: Callable[[], float]) -> FitState:

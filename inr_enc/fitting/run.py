@@ -88,7 +88,8 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
             else:
                 state = fitter.run(quiet=quiet, observer=log)
             try:
-                metrics = finish(run, task, model, state, out, device, pictures=pictures)
+                with fitter.averaged():  # tcnn's Ema: the outputs are the moving average's
+                    metrics = finish(run, task, model, state, out, device, pictures=pictures)
             except KeyboardInterrupt:  # the checkpoint is saved: --resume writes the outputs
                 raise Interrupted from None
             if log is not None:

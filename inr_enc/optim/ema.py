@@ -1,0 +1,59 @@
+"""tiny-cuda-nn's Ema optimizer wrapper: a bias-corrected exponential moving average of the weights, used for
+inference while training goes on with the raw weights.
+
+tcnn (include/tiny-cuda-nn/optimizers/ema.h), after the nested optimizer's t-th step (t from 1):
+ema_t = (ema_{t-1} * decay * (1 - decay^(t-1)) + w_t * (1 - decay)) / (1 - decay^t), so ema_1 = w_1 and every step's
+weights count with (1 - decay) decay^(t - k), normalised. torch.optim.swa_utils.AveragedModel starts from the
+first weights instead of debiasing, which weights w_1 differently, hence this class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+
+class WeightEma:
+    """The moving average of ``params`` (updated by :meth:`update` after each optimiser step); :meth:`applied`
+    swaps it into the parameters for evaluation. ``state_dict``/``load_state_dict`` for checkpoints."""
+
+    def __init__(self, params: list[torch.nn.Parameter], decay: float) -> None:
+        self.params, self.decay, self.steps = list(params), decay, 0
+        self.average = [torch.zeros_like(p, dtype=torch.float32) for p in self.params]
+
+    @torch.no_grad()
+    def update(self) -> None:
+        self.steps += 1
+        t, d = self.steps, self.decay
+        keep, scale = d * (1 - d ** (t - 1)), 1 / (1 - d**t)
+        for average, param in zip(self.average, self.params):
+            average.mul_(keep).add_(param.float(), alpha=1 - d).mul_(scale)
+
+    @contextmanager
+    def applied(self) -> Iterator[None]:
+        """Within the block the parameters hold the average (the raw weights before any update: no step yet)."""
+        if self.steps == 0:
+            yield
+            return
+        raw = [p.detach().clone() for p in self.params]
+        with torch.no_grad():
+            for average, param in zip(self.average, self.params):
+                param.copy_(average)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for saved, param in zip(raw, self.params):
+                    param.copy_(saved)
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps, "decay": self.decay, "average": [a.clone() for a in self.average]}
+
+    def load_state_dict(self, state: dict) -> None:
+        if len(state["average"]) != len(self.average) or state["decay"] != self.decay:
+            raise ValueError("WeightEma: the saved average is of other parameters or another decay")
+        self.steps = int(state["steps"])
+        for average, saved in zip(self.average, state["average"]):
+            average.copy_(saved)

@@ -1,0 +1,206 @@
+"""tiny-cuda-nn's and Instant-NGP's config files as they are: grid keys (n_features, stochastic_interpolation,
+fixed_point_pos), the loss and optimizer sections (tcnn's formulas: losses, ExponentialDecay, Ema, Adam's l2_reg),
+and their sample configs run through inr-fit. References are written here from tcnn's sources, independently
+of inr_enc's code."""
+
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from inr_enc import Field, build_encoder
+from inr_enc.cli import main as inr_fit
+from inr_enc.config.schema import resolve_training
+from inr_enc.config.tcnn_sections import training_from_tcnn
+from inr_enc.fitting.training import elementwise_loss, lr_factor, make_optimizer
+from inr_enc.optim.ema import WeightEma
+
+# tiny-cuda-nn data/config_hash.json and data/config_oneblob.json, and Instant-NGP configs/nerf/base.json (its
+# image-fitting parts: the NeRF-only sections go to ns-train), retyped as data.
+CONFIG_HASH = {
+    "loss": {"otype": "RelativeL2"},
+    "optimizer": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15, "l2_reg": 1e-6},
+    "encoding": {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 15,
+                 "base_resolution": 16, "per_level_scale": 1.5, "fixed_point_pos": False},
+    "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64,
+                "n_hidden_layers": 2},
+}
+CONFIG_ONEBLOB = {
+    "loss": {"otype": "RelativeL2"},
+    "optimizer": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-8, "l2_reg": 1e-8},
+    "encoding": {"otype": "OneBlob", "n_bins": 64},
+    "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 128,
+                "n_hidden_layers": 5},
+}
+NGP_BASE = {
+    "loss": {"otype": "Huber"},
+    "optimizer": {"otype": "Ema", "decay": 0.95, "nested": {
+        "otype": "ExponentialDecay", "decay_start": 20000, "decay_interval": 10000, "decay_base": 0.33, "nested": {
+            "otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15, "l2_reg": 1e-6}}},
+    "encoding": {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 4, "log2_hashmap_size": 19,
+                 "base_resolution": 16},
+    "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64,
+                "n_hidden_layers": 1},
+}
+
+
+@pytest.mark.parametrize("name,config,expected", [
+    ("config_hash", CONFIG_HASH, {"loss": "RelativeL2", "lr": 0.01, "betas": [0.9, 0.99], "eps": 1e-15, "l2_reg": 1e-6}),
+    ("config_oneblob", CONFIG_ONEBLOB, {"loss": "RelativeL2", "lr": 0.01, "betas": [0.9, 0.99], "eps": 1e-8, "l2_reg": 1e-8}),
+    ("ngp_base", NGP_BASE, {"loss": "Huber", "ema_decay": 0.95, "schedule": "exponential", "decay_start": 20000,
+                            "decay_interval": 10000, "decay_base": 0.33, "decay_end": 10000000, "lr": 0.01}),
+])
+def test_sample_configs_run_through_inr_fit_as_they_are(tmp_path, name, config, expected):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(config, indent="\t"))  # a JSON file, as tcnn's and Instant-NGP's are
+    out = tmp_path / "out"
+    image = tmp_path / "image.png"
+    import imageio.v3 as iio
+    iio.imwrite(image, np.random.default_rng(0).integers(0, 256, (12, 10, 3), dtype=np.uint8))
+    assert inr_fit(["image", str(image), "--config", str(path), "--steps", "3", "--eval-every", "3", "--quiet",
+                    "--pictures", "none", "--out", str(out)]) == 0
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert "loss" not in saved and "optimizer" not in saved  # shown resolved, in the training section
+    for key, value in expected.items():
+        assert saved["training"][key] == pytest.approx(value), key
+
+
+def test_sections_that_have_no_counterpart_are_refused():
+    with pytest.raises(ValueError, match="otype 'CrossEntropy' is not supported"):
+        training_from_tcnn({"otype": "CrossEntropy"}, None)
+    with pytest.raises(ValueError, match="otype 'SGD' is not supported"):
+        training_from_tcnn(None, {"otype": "SGD", "learning_rate": 1e-3})
+    with pytest.raises(ValueError, match="'relative_decay' is supported at tcnn's default"):
+        training_from_tcnn(None, {"otype": "Adam", "relative_decay": 0.1})
+    with pytest.raises(ValueError, match="unknown config key 'learning_rte'.*did you mean 'learning_rate'"):
+        training_from_tcnn(None, {"otype": "Adam", "learning_rte": 1e-3})
+    with pytest.raises(ValueError, match="'nested' must hold"):
+        training_from_tcnn(None, {"otype": "Ema", "decay": 0.9})
+    # tcnn's defaults where a section leaves a key out (DOCUMENTATION.md)
+    assert training_from_tcnn(None, {"otype": "Adam"}) == {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "l2_reg": 1e-8}
+
+
+def test_a_key_given_twice_is_refused(tmp_path, capsys):
+    path = tmp_path / "twice.yaml"
+    path.write_text(yaml.safe_dump({**CONFIG_HASH, "training": {"lr": 1e-3}}))
+    assert inr_fit(["image", "--config", str(path), "--steps", "1", "--out", str(tmp_path / "o")]) == 2
+    assert "given both in 'training' and by tcnn's" in capsys.readouterr().err
+
+
+def tcnn_loss_and_gradient(kind, p, t):
+    """Per element, as tcnn's kernels write them (values, and the gradient before dividing by the count)."""
+    d = p - t
+    if kind in ("MSE", "RelativeL2"):
+        denominator = 1.0 if kind == "MSE" else p * p + 0.01
+        return d * d / denominator, 2 * d / denominator
+    scale = {"L1": 1.0, "RelativeL1": 1 / (abs(p) + 0.01), "MAPE": 1 / (abs(t) + 0.01),
+             "SMAPE": 1 / (0.5 * (abs(t) + abs(p)) + 0.01)}.get(kind)
+    if scale is not None:
+        return abs(d) * scale, math.copysign(scale, d)
+    alpha = 0.1  # Instant-NGP's Huber, divided by 5
+    if abs(d) > alpha:
+        return (abs(d) - 0.5 * alpha) / 5, math.copysign(1.0, d) / 5
+    return 0.5 / alpha * d * d / 5, d / alpha / 5
+
+
+@pytest.mark.parametrize("kind", ["MSE", "L1", "RelativeL1", "RelativeL2", "MAPE", "SMAPE", "Huber"])
+def test_losses_and_their_gradients_are_tcnns(kind):
+    generator = torch.Generator().manual_seed(0)
+    prediction = (torch.randn(64, 3, generator=generator, dtype=torch.float64) * 0.3).requires_grad_()
+    target = torch.rand(64, 3, generator=generator, dtype=torch.float64)
+    loss = elementwise_loss(kind, prediction, target)
+    loss.sum().backward()
+    for p, t, value, grad in zip(prediction.detach().flatten().tolist(), target.flatten().tolist(),
+                                 loss.detach().flatten().tolist(), prediction.grad.flatten().tolist()):
+        expected_value, expected_grad = tcnn_loss_and_gradient(kind, p, t)
+        assert value == pytest.approx(expected_value, rel=1e-12, abs=1e-15)
+        assert grad == pytest.approx(expected_grad, rel=1e-12, abs=1e-15)
+    assert resolve_training({"loss": "L2"})["loss"] == "MSE"  # tcnn's name for it
+
+
+def test_exponential_decay_follows_tcnns_steps():
+    training = resolve_training({"schedule": "exponential", "decay_base": 0.5, "decay_start": 3, "decay_interval": 4,
+                                 "decay_end": 14})
+    factor, seen = 1.0, []
+    for step in range(25):  # tcnn's ExponentialDecay::step, before the nested step it wraps
+        if step >= 3 and (step - 3) % 4 == 0 and step <= 14:
+            factor *= 0.5
+        seen.append(factor)
+    assert [lr_factor(training)(step) for step in range(25)] == pytest.approx(seen)
+    model = torch.nn.Linear(2, 2)
+    model.matrix_parameters = lambda: [model.weight]
+    optimizer, scheduler = make_optimizer(model, {**training, "lr": 1.0})
+    lrs = []
+    for _ in range(25):  # the rate each optimiser step uses
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs == pytest.approx(seen)
+
+
+def test_the_moving_average_is_tcnns_debiased_ema():
+    weight = torch.nn.Parameter(torch.zeros(5))
+    average = WeightEma([weight], 0.9)
+    history = []
+    generator = torch.Generator().manual_seed(1)
+    for t in range(1, 8):
+        with torch.no_grad():
+            weight.copy_(torch.randn(5, generator=generator))
+        history.append(weight.detach().clone())
+        average.update()
+        # closed form: sum_k (1 - d) d^(t - k) w_k / (1 - d^t)
+        expected = sum((1 - 0.9) * 0.9 ** (t - k) * w for k, w in enumerate(history, start=1)) / (1 - 0.9**t)
+        with average.applied():
+            torch.testing.assert_close(weight.detach(), expected)
+        torch.testing.assert_close(weight.detach(), history[-1])  # the raw weights are back after the block
+
+
+def test_l2_reg_applies_to_the_network_weight_matrices_only():
+    field = Field(2, 3, {key: CONFIG_HASH[key] for key in ("encoding", "network")})
+    training = resolve_training({"l2_reg": 1e-6})
+    optimizer, _ = make_optimizer(field, training)
+    decayed = [g for g in optimizer.param_groups if g["weight_decay"]]
+    assert len(decayed) == 1 and decayed[0]["weight_decay"] == 1e-6
+    assert {id(p) for p in decayed[0]["params"]} == {id(m.weight) for m in field.network.layers}
+
+
+def test_ema_runs_are_written_with_the_average_and_resume(tmp_path):
+    config = copy.deepcopy(NGP_BASE)
+    config["encoding"]["log2_hashmap_size"] = 12
+    path = tmp_path / "ema.yaml"
+    path.write_text(yaml.safe_dump(config))
+    common = ["image", "--config", str(path), "--eval-every", "2", "--checkpoint-every", "2", "--quiet", "--pictures", "none"]
+    assert inr_fit(common + ["--steps", "6", "--out", str(tmp_path / "straight")]) == 0
+    assert inr_fit(common + ["--steps", "4", "--out", str(tmp_path / "resumed")]) == 0
+    assert inr_fit(["image", "--resume", str(tmp_path / "resumed"), "--steps", "6", "--quiet"]) == 0
+    straight = yaml.safe_load((tmp_path / "straight" / "metrics.json").read_text())
+    resumed = yaml.safe_load((tmp_path / "resumed" / "metrics.json").read_text())
+    assert resumed["psnr"] == pytest.approx(straight["psnr"], abs=1e-6)
+    # the outputs hold the average: the saved model's weights are the checkpoint's average, not its raw weights
+    checkpoint = torch.load(tmp_path / "straight" / "checkpoint.pt", weights_only=True)
+    table = checkpoint["average"]["average"][0]
+    from safetensors.torch import load_file
+    stored = load_file(str(tmp_path / "straight" / "model.safetensors"))["encoder.params"].float()
+    torch.testing.assert_close(stored, table, rtol=1e-3, atol=1e-6)  # float16 file
+    assert not torch.allclose(stored, checkpoint["model"]["encoder.params"], rtol=1e-3, atol=1e-6)
+
+
+def test_grid_keys_as_tcnn_reads_them():
+    by_features = build_encoder({"otype": "HashGrid", "n_features": 32, "n_features_per_level": 4}, 2)
+    assert by_features.config["n_levels"] == 8 and by_features.n_output_dims == 32
+    assert build_encoder({"otype": "HashGrid", "n_grid_features": 8}, 2).config["n_levels"] == 4
+    assert build_encoder({"otype": "HashGrid"}, 2).config["n_levels"] == 16  # tcnn's default
+    plain = build_encoder({"otype": "HashGrid", "stochastic_interpolation": False, "fixed_point_pos": False}, 3)
+    assert "fixed_point_pos" not in plain.config and plain.config == build_encoder({"otype": "HashGrid"}, 3).config
+    with pytest.raises(ValueError, match="give one of 'n_levels', 'n_features'"):
+        build_encoder({"otype": "HashGrid", "n_features": 32, "n_levels": 16}, 2)
+    with pytest.raises(ValueError, match="must be a multiple of 'n_features_per_level'"):
+        build_encoder({"otype": "HashGrid", "n_features": 31}, 2)
+    with pytest.raises(ValueError, match="'stochastic_interpolation': true is not implemented"):
+        build_encoder({"otype": "HashGrid", "stochastic_interpolation": True}, 2)
+    with pytest.raises(ValueError, match=r"unknown config key 'log2_hash_map_size' \(did you mean 'log2_hashmap_size'"):
+        build_encoder({"otype": "HashGrid", "log2_hash_map_size": 12}, 2)  # tcnn would ignore the typo
