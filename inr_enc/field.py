@@ -39,8 +39,9 @@ class Field(nn.Module):
         return self.network.n_levels if self.network.has_levels else None
 
     def matrix_parameters(self) -> list[nn.Parameter]:
-        """The network's weight matrices (tcnn's "matrix params", which its Adam's l2_reg applies to)."""
-        return [p for p in self.network.parameters() if p.dim() >= 2]
+        """The weight matrices of the network's nn.Linear layers (tcnn's "matrix params", which its Adam's l2_reg
+        applies to)."""
+        return [m.weight for m in self.network.modules() if isinstance(m, nn.Linear)]
 
     def forward(self, x: torch.Tensor, level: int | None = None) -> torch.Tensor:
         """x: [..., n_input_dims] -> [..., n_output_dims]; ``level`` picks a level of detail (PINs networks)."""

@@ -91,8 +91,9 @@ class FieldBatch(nn.Module):
         return {name: self.network_params[_key(name)] for name, _ in self._network.named_parameters()}
 
     def matrix_parameters(self) -> list[nn.Parameter]:
-        """The stacked weight matrices of the networks ([M, out, in]), as Field.matrix_parameters."""
-        return [p for p in self.network_params.values() if p.dim() >= 3]
+        """The stacked weight matrices of the networks' nn.Linear layers ([M, out, in]), as Field.matrix_parameters."""
+        return [self.network_params[_key(f"{name}.weight" if name else "weight")]
+                for name, module in self._network.named_modules() if isinstance(module, nn.Linear)]
 
     def models_per_chunk(self, rows: int) -> int:
         """Models whose network activations for ``rows`` samples each (rows x the widest layer, CHUNK_FLOATS in

@@ -78,10 +78,16 @@ def test_sections_that_have_no_counterpart_are_refused():
         training_from_tcnn(None, {"otype": "Adam", "relative_decay": 0.1})
     with pytest.raises(ValueError, match="unknown config key 'learning_rte'.*did you mean 'learning_rate'"):
         training_from_tcnn(None, {"otype": "Adam", "learning_rte": 1e-3})
-    with pytest.raises(ValueError, match="'nested' must hold"):
-        training_from_tcnn(None, {"otype": "Ema", "decay": 0.9})
-    # tcnn's defaults where a section leaves a key out (DOCUMENTATION.md)
-    assert training_from_tcnn(None, {"otype": "Adam"}) == {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "l2_reg": 1e-8}
+    with pytest.raises(ValueError, match="'clipping_magnitude' is supported at tcnn's default 0.0 only"):
+        training_from_tcnn(None, {"otype": "Adam", "clipping_magnitude": 1.0})
+    with pytest.raises(ValueError, match="Ema appears twice"):
+        training_from_tcnn(None, {"otype": "Ema", "nested": {"otype": "ema"}})
+    # tcnn's defaults where a section leaves a key out (adam.h, loss.cu, optimizer.cu); otypes in any case
+    adam = {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "l2_reg": 1e-8}
+    assert training_from_tcnn(None, {"otype": "Adam"}) == adam
+    assert training_from_tcnn({}, {}) == {"loss": "RelativeL2", **adam}
+    assert training_from_tcnn({"otype": "Mape"}, {"otype": "EMA", "decay": 0.9}) == {"loss": "MAPE", "ema_decay": 0.9, **adam}
+    assert training_from_tcnn(None, {"otype": "Adam", "skip_zero_grad_non_matrix_params": True, "non_matrix_l2_reg": 0}) == adam
 
 
 def test_a_key_given_twice_is_refused(tmp_path, capsys):
@@ -122,15 +128,28 @@ def test_losses_and_their_gradients_are_tcnns(kind):
     assert resolve_training({"loss": "L2"})["loss"] == "MSE"  # tcnn's name for it
 
 
-def test_exponential_decay_follows_tcnns_steps():
+def tcnn_decay_factors(base, start, interval, end, steps):
+    """The factor of each step's rate, as tcnn's ExponentialDecay::step updates it before the nested step."""
+    factor, seen = 1.0, []
+    for step in range(steps):
+        if step >= start and (step - start) % interval == 0 and step <= end:
+            factor *= base
+        seen.append(factor)
+    return seen
+
+
+@pytest.mark.parametrize("start,interval,end", [(3, 4, 11), (3, 4, 14), (0, 5, 40), (20, 10, 0), (5, 1, 5)])
+def test_exponential_decay_follows_tcnns_steps(start, interval, end):
+    training = resolve_training({"schedule": "exponential", "decay_base": 0.5, "decay_start": start,
+                                 "decay_interval": interval, "decay_end": end})
+    seen = tcnn_decay_factors(0.5, start, interval, end, 50)
+    assert [lr_factor(training)(step) for step in range(50)] == pytest.approx(seen)
+
+
+def test_each_optimiser_step_takes_the_decayed_rate():
     training = resolve_training({"schedule": "exponential", "decay_base": 0.5, "decay_start": 3, "decay_interval": 4,
                                  "decay_end": 14})
-    factor, seen = 1.0, []
-    for step in range(25):  # tcnn's ExponentialDecay::step, before the nested step it wraps
-        if step >= 3 and (step - 3) % 4 == 0 and step <= 14:
-            factor *= 0.5
-        seen.append(factor)
-    assert [lr_factor(training)(step) for step in range(25)] == pytest.approx(seen)
+    seen = tcnn_decay_factors(0.5, 3, 4, 14, 25)
     model = torch.nn.Linear(2, 2)
     model.matrix_parameters = lambda: [model.weight]
     optimizer, scheduler = make_optimizer(model, {**training, "lr": 1.0})
@@ -160,12 +179,26 @@ def test_the_moving_average_is_tcnns_debiased_ema():
 
 
 def test_l2_reg_applies_to_the_network_weight_matrices_only():
+    """tcnn adds l2_reg * w to the gradients of its matrix weights: one Adam step with a zero loss gradient moves
+    exactly those, by Adam's first step of that gradient g: lr * g / (|g| + eps)."""
+    from inr_enc.field_batch import FieldBatch
+
     field = Field(2, 3, {key: CONFIG_HASH[key] for key in ("encoding", "network")})
-    training = resolve_training({"l2_reg": 1e-6})
+    training = resolve_training({"l2_reg": 1e-6, "lr": 1e-3})
     optimizer, _ = make_optimizer(field, training)
-    decayed = [g for g in optimizer.param_groups if g["weight_decay"]]
-    assert len(decayed) == 1 and decayed[0]["weight_decay"] == 1e-6
-    assert {id(p) for p in decayed[0]["params"]} == {id(m.weight) for m in field.network.layers}
+    before = {name: p.detach().clone() for name, p in field.named_parameters()}
+    (field(torch.rand(8, 2)) * 0).sum().backward()
+    optimizer.step()
+    for name, param in field.named_parameters():
+        moved = (param.detach() - before[name]).abs()
+        if name.endswith("weight") and name.startswith("network."):
+            g = 1e-6 * before[name].double()
+            expected = (1e-3 * g / (g.abs() + 1e-8)).abs().float()
+            torch.testing.assert_close(moved, expected, rtol=1e-3, atol=1e-9)
+        else:
+            assert not moved.any(), name  # biases and the table: no gradient, no decay
+    batch = FieldBatch([field, field])
+    assert [p.shape for p in batch.matrix_parameters()] == [(2, *m.shape) for m in field.matrix_parameters()]
 
 
 def test_ema_runs_are_written_with_the_average_and_resume(tmp_path):
@@ -187,6 +220,26 @@ def test_ema_runs_are_written_with_the_average_and_resume(tmp_path):
     stored = load_file(str(tmp_path / "straight" / "model.safetensors"))["encoder.params"].float()
     torch.testing.assert_close(stored, table, rtol=1e-3, atol=1e-6)  # float16 file
     assert not torch.allclose(stored, checkpoint["model"]["encoder.params"], rtol=1e-3, atol=1e-6)
+
+
+def test_a_folder_run_of_another_signal_is_refused_and_groups_refuse_ema(tmp_path, capsys):
+    import imageio.v3 as iio
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    iio.imwrite(folder / "a.png", np.zeros((12, 10, 3), dtype=np.uint8))
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({"encoding": {"otype": "Frequency", "n_frequencies": 2},
+                                      "network": {"n_neurons": 8, "n_hidden_layers": 1}, "training": {"steps": 2}}))
+    args = ["images", str(folder), "--config", str(config), "--quiet", "--pictures", "none", "--out", str(tmp_path / "o")]
+    assert inr_fit(args) == 0
+    iio.imwrite(folder / "a.png", np.zeros((20, 16, 3), dtype=np.uint8))  # another image under the same name
+    assert inr_fit(args) == 2
+    assert "holds a run of another config or signal" in capsys.readouterr().err
+    ema = tmp_path / "ema.yaml"
+    ema.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "optimizer": {"otype": "Ema", "decay": 0.9}}))
+    assert inr_fit(["images", str(folder), "--config", str(ema), "--together", "2", "--out", str(tmp_path / "e")]) == 2
+    assert "averages the weights" in capsys.readouterr().err
 
 
 def test_grid_keys_as_tcnn_reads_them():

@@ -37,6 +37,7 @@ SCHEDULES = ("constant", "cosine", "exponential")
 SOLVERS = ("adam", "closed-form")  # closed-form: a linear model's least-squares solve instead of steps
 MAX_LR, MAX_EPS, MAX_RIDGE = 10.0, 1.0, 1e6  # Adam's lr and eps, the closed-form solve's ridge
 ADAM_COPIES = 4  # a parameter, its gradient and Adam's two moments
+EMA_COPIES = 2  # tcnn's Ema: the average, and the raw weights kept while it is evaluated
 FORWARD_BACKWARD = 3  # per activation: the value kept for the backward, its gradient and a temporary
 
 
@@ -119,7 +120,7 @@ def _encoding_with_seed(encoding: dict[str, Any], seed: int) -> dict[str, Any]:
 def estimate_run_memory(run: Mapping[str, Any], n_input_dims: int, n_output_dims: int, n_samples: int) -> dict[str, int]:
     """Approximate bytes of a resolved run (``encoding``, ``network``, ``training``) on ``n_samples`` samples, by part:
     - "parameters": float32 parameters and buffers of the encoding and network, times ADAM_COPIES with Adam (the
-      gradient and two moments);
+      gradient and two moments), plus EMA_COPIES with ema_decay;
     - "training step": the batch (every sample where batch_size is null) times the floats per sample (coordinates,
       encoding, the network's ``activation_width``), FORWARD_BACKWARD times, plus activations that do not grow with
       the batch (``Encoder.fixed_activation_count``, LatentGrid's feature map);
@@ -137,7 +138,8 @@ def estimate_run_memory(run: Mapping[str, Any], n_input_dims: int, n_output_dims
     batch = n_samples if training["batch_size"] is None else min(training["batch_size"], n_samples)
     adam = training["solver"] == "adam"
     step = 4 * FORWARD_BACKWARD * (batch * width + fixed) if adam else 2 * 8 * n_samples * n_output_dims
-    return {"parameters": 4 * (ADAM_COPIES if adam else 1) * n_params, "training step": step,
+    copies = (ADAM_COPIES + (EMA_COPIES if training.get("ema_decay") is not None else 0)) if adam else 1
+    return {"parameters": 4 * copies * n_params, "training step": step,
             "evaluation": 4 * (min(training["eval_chunk"], n_samples) * width + fixed),
             "signal": 4 * n_samples * (n_input_dims + 2 * n_output_dims)}
 
@@ -188,6 +190,8 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
     training = resolve_training({**own, **from_tcnn, **(training or {})})
     if training["solver"] == "closed-form" and not network_class(field["network"]).solves_closed_form:
         raise config_error("training", "solver 'closed-form' needs network otype Separable (a model linear in its weights)")
+    if training["solver"] == "closed-form" and (training["l2_reg"] or training["ema_decay"] is not None):
+        raise config_error("training", "solver 'closed-form' takes no steps: 'l2_reg' and 'ema_decay' do not apply (use 'ridge')")
     parts = estimate_run_memory({**field, "training": training}, n_input_dims, n_output_dims, math.prod(coordinate_shape))
     described = ", ".join(f"{part} {format_bytes(size)}" for part, size in parts.items())
     check_memory(f"run: parameters, a training step, evaluation and the signal ({described}) together", sum(parts.values()),

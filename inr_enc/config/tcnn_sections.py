@@ -15,32 +15,44 @@ from .checks import check_keys, check_mapping, config_error
 
 LOSSES = {"L1": "L1", "L2": "MSE", "RelativeL1": "RelativeL1", "RelativeL2": "RelativeL2", "MAPE": "MAPE",
           "SMAPE": "SMAPE", "Huber": "Huber", "SmoothL1": "Huber"}  # tcnn/Instant-NGP name -> training.loss
-ADAM = {"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "l2_reg": 1e-8,
-        "relative_decay": 0.0, "absolute_decay": 0.0, "adabound": False}
+ADAM = {"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "l2_reg": 1e-8}
+# Adam keys tcnn reads whose other values inr_enc does not compute: accepted at tcnn's default only (adam.h members)
+ADAM_AT_DEFAULT = {"relative_decay": 0.0, "absolute_decay": 0.0, "adabound": False, "clipping_magnitude": 0.0,
+                   "gradient_clipping_magnitude": 0.0, "non_matrix_learning_rate_factor": 1.0, "non_matrix_l2_reg": 0.0,
+                   "optimize_matrix_params": True, "optimize_non_matrix_params": True,
+                   "skip_zero_grad_non_matrix_params": True}  # (skipping zero gradients: GridAdam's lazy tables)
 EXPONENTIAL_DECAY = {"decay_base": 0.1, "decay_start": 10000, "decay_interval": 10000, "decay_end": 10000000}
-EMA = {"decay": 0.99}
-UNSUPPORTED_AT = {"relative_decay": 0.0, "absolute_decay": 0.0, "adabound": False}  # Adam keys only at tcnn's default
+EMA = {"decay": 0.99, "full_precision": False}  # the average is float32 here either way
+OPTIMIZERS = {"adam": "Adam", "exponentialdecay": "ExponentialDecay", "ema": "Ema"}  # tcnn compares case-insensitively
+
+
+def _otype(section: str, config: dict[str, Any], names: dict[str, str], default: str) -> str:
+    """The canonical otype of a section (tcnn's default where it has none; case ignored, as tcnn's and Instant-NGP's
+    lookups ignore it), or ValueError naming the supported ones."""
+    given = config.get("otype", default)
+    if not isinstance(given, str) or given.casefold() not in names:
+        raise config_error(section, f"otype {given!r} is not supported here; supported: {', '.join(names.values())}"
+                                    + (" (Adam, wrapped at most once each by ExponentialDecay and Ema)" if section == "optimizer" else ""))
+    return names[given.casefold()]
 
 
 def training_from_tcnn(loss: Any, optimizer: Any) -> dict[str, Any]:
     """The training keys that tcnn's ``loss`` and ``optimizer`` sections set (either may be None); ValueError
-    naming an otype or key that has no counterpart here."""
+    naming an otype or key that has no counterpart here. A section without otype is tcnn's default (RelativeL2,
+    Adam), as is a wrapper without ``nested`` (Adam)."""
     training: dict[str, Any] = {}
     if loss is not None:
         loss = check_mapping("loss", "loss", loss, allow_none=False)
         check_keys("loss", loss, {"otype": None})
-        if loss.get("otype") not in LOSSES:
-            raise config_error("loss", f"otype {loss.get('otype')!r} is not supported; supported: {', '.join(LOSSES)}")
-        training["loss"] = LOSSES[loss["otype"]]
+        training["loss"] = LOSSES[_otype("loss", loss, {name.casefold(): name for name in LOSSES}, "RelativeL2")]
     seen: list[str] = []
     while optimizer is not None:
         optimizer = check_mapping("optimizer", "optimizer", optimizer, allow_none=False)
-        otype = optimizer.get("otype")
-        if otype in seen or otype not in ("Ema", "ExponentialDecay", "Adam"):
-            raise config_error("optimizer", f"otype {otype!r} is not supported here; supported: Adam, wrapped at most "
-                                            "once each by ExponentialDecay and Ema")
+        otype = _otype("optimizer", optimizer, OPTIMIZERS, "Adam")
+        if otype in seen:
+            raise config_error("optimizer", f"{otype} appears twice in the chain; each wrapper at most once")
         seen.append(otype)
-        keys = {"Ema": EMA, "ExponentialDecay": EXPONENTIAL_DECAY, "Adam": ADAM}[otype]
+        keys = {"Ema": EMA, "ExponentialDecay": EXPONENTIAL_DECAY, "Adam": {**ADAM, **ADAM_AT_DEFAULT}}[otype]
         check_keys(f"optimizer {otype}", optimizer, {"otype": None, **keys, **({} if otype == "Adam" else {"nested": None})})
         settings = {**keys, **{k: v for k, v in optimizer.items() if k in keys}}
         if otype == "Ema":
@@ -49,13 +61,11 @@ def training_from_tcnn(loss: Any, optimizer: Any) -> dict[str, Any]:
             training["schedule"] = "exponential"
             training.update({key: settings[key] for key in EXPONENTIAL_DECAY})
         else:
-            for key, default in UNSUPPORTED_AT.items():
+            for key, default in ADAM_AT_DEFAULT.items():
                 if settings[key] != default:
                     raise config_error("optimizer Adam", f"'{key}' is supported at tcnn's default {default!r} only, "
                                                          f"got {settings[key]!r}")
             training.update({"lr": settings["learning_rate"], "betas": [settings["beta1"], settings["beta2"]],
                              "eps": settings["epsilon"], "l2_reg": settings["l2_reg"]})
-        optimizer = optimizer.get("nested") if otype != "Adam" else None
-        if optimizer is None and otype != "Adam":
-            raise config_error(f"optimizer {otype}", "'nested' must hold the optimizer it wraps (Adam at the end)")
+        optimizer = (optimizer.get("nested") or {"otype": "Adam"}) if otype != "Adam" else None
     return training

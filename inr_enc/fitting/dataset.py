@@ -116,11 +116,13 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
     run, task = resolve_task_run(config, kind, str(path), options["train_split"], **options["resolve"])
     has_run = (folder / CONFIG).is_file() and (folder / CHECKPOINT).is_file()
     if has_run and not overwrite:
+        raw = read_config(folder)
         try:  # the saved run resolved as today (keys added since it was written take their defaults)
-            saved = resolve_for(read_config(folder), task, options["train_split"], saved=True, max_memory=NO_MEMORY_LIMIT)
+            saved = resolve_for(raw, task, options["train_split"], saved=True, max_memory=NO_MEMORY_LIMIT)
         except ValueError:
             saved = None
-        if saved is None or _as_saved(saved) != _as_saved(run):
+        same_signal = isinstance(raw, dict) and _as_saved(raw.get("task")) == _as_saved(run["task"])  # as written
+        if saved is None or not same_signal or _as_saved(saved) != _as_saved(run):
             raise ValueError(f"{folder} holds a run of another config or signal; pass --overwrite to replace it")
         if (folder / METRICS_FILE).is_file():
             return "skipped", json.loads((folder / METRICS_FILE).read_text())

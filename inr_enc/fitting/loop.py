@@ -143,7 +143,7 @@ class Fitter:
             self.optimizer.load_state_dict(payload["optimizer"])
             self.scheduler.load_state_dict(payload["scheduler"])
             self.batches.set_state(payload["batches"])
-            if self.average is not None:
+            if self.average is not None and "average" in payload:  # none: a config edited to average; from here
                 self.average.load_state_dict(payload["average"])
             self.state = FitState(int(payload["step"]), float(payload["seconds"]), list(payload["history"]),
                                   list(payload.get("losses", [])))  # runs saved before per-step losses: none

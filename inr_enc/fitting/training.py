@@ -44,14 +44,14 @@ def lr_factor(training: dict[str, Any]) -> Callable[[int], float]:
         return lambda step: 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * min(step, steps) / max(steps, 1)))
     if kind == "exponential":  # tcnn's ExponentialDecay: x decay_base at start, start + interval, ... up to end
         base, start, interval, end = (training[k] for k in ("decay_base", "decay_start", "decay_interval", "decay_end"))
-        return lambda step: base ** ((min(step, end) - start) // interval + 1) if step >= start else 1.0
+        return lambda step: base ** ((min(step, end) - start) // interval + 1) if start <= step and start <= end else 1.0
     return lambda step: 1.0
 
 
 def make_optimizer(model: torch.nn.Module, training: dict[str, Any]) -> tuple[GridAdam, Any]:
     """The optimiser and learning-rate schedule of a resolved ``training`` section: grid tables get tcnn's lazy Adam
     on sparse gradients (optim/) where ``lazy_tables``, everything else torch.optim.Adam; with ``l2_reg``, the
-    network's weight matrices (``model.matrix_parameters()``) get it as Adam's (coupled) weight decay, as tcnn's
+    network's weight matrices (``model.matrix_parameters()``: those of its nn.Linear layers) get it as Adam's (coupled) weight decay, as tcnn's
     Adam adds l2_reg * w to their gradients."""
     enable_sparse_gradients(model, training["lazy_tables"])
     tables = grid_tables(model) if training["lazy_tables"] else []
