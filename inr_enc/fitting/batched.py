@@ -33,7 +33,7 @@ from ..metrics import psnr
 from ..ops.schedules import set_training_step
 from .loop import FitState, Fitter, Problem, deferred_interrupts
 from .outputs import OUTPUT_FILES
-from .run import finish
+from .run import field_of, finish
 from .run_folder import RunFolder
 from .training import batch_index, elementwise_loss, make_optimizer
 from .stops import Diverged, Interrupted
@@ -52,10 +52,6 @@ def group_unavailable_reason(run: dict[str, Any], field: Field) -> str | None:
     if run["training"]["ema_decay"] is not None:
         return "its training averages the weights (ema_decay, tcnn's Ema), which groups do not do yet"
     return batching_unavailable_reason(field)
-
-
-def field_of(run: dict[str, Any], task: Any) -> Field:
-    return Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
 
 
 class GroupFitter:

@@ -30,8 +30,8 @@ import yaml
 from tqdm import tqdm
 
 from .outputs import METRICS_FILE
-from .batched import chunks, field_of, fit_group, group_key, group_unavailable_reason
-from .run import fit_run, read_task, resolve_for, resolve_task_run
+from .batched import chunks, fit_group, group_key, group_unavailable_reason
+from .run import field_of, fit_run, read_task, resolve_for, resolve_task_run
 from .run_folder import CHECKPOINT, CONFIG, read_config
 from .stops import Diverged
 from .summary import summary_row, finite_numbers, write_summary

@@ -52,6 +52,11 @@ def resolve_task_run(config: dict[str, Any], kind: str, path: str, train_split: 
     return resolve_for(config, task, train_split, **options), task
 
 
+def field_of(run: dict[str, Any], task: ImageTask | AudioTask) -> Field:
+    """A new model of the resolved ``run`` for ``task``'s signal (initialised from the run's seeds)."""
+    return Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
+
+
 def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:
     """One line on stderr for each coarse-to-fine schedule that has not switched everything on by the last step."""
     for module in model.modules():
@@ -69,7 +74,7 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
     ``pictures`` False: no comparison.png or curve.png. Raises
     ValueError (folder in use, damaged checkpoint), Interrupted or Diverged."""
     training = run["training"]
-    model = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
+    model = field_of(run, task)
     if device.type == "cpu" and grid_tables(model):  # first builds here, not inside the first (timed) step
         cpu_extension()
         if training["lazy_tables"]:
@@ -111,7 +116,7 @@ def finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state
         level_metrics = task.finish(functools.partial(model, level=level), out, chunk, device, f"reconstruction_level{level}")
         metrics[f"psnr_level{level}"] = level_metrics["psnr"]
     file_bytes = write_model_file(out, model)
-    rounded = Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
+    rounded = field_of(run, task)
     read_model_file(out / MODEL_FILE, rounded.to(device))  # a fresh model, not a copy (tcnn holds native modules)
     metrics["psnr_float16"] = task.score(rounded, chunk, device)
     n_params = sum(p.numel() for p in model.parameters())

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..optim import GridAdam, enable_sparse_gradients, grid_tables
+from ..optim import GridAdam
 from ..optim.ema import WeightEma
 
 
@@ -53,13 +53,8 @@ def make_optimizer(model: torch.nn.Module, training: dict[str, Any]) -> tuple[Gr
     on sparse gradients (optim/) where ``lazy_tables``, everything else torch.optim.Adam; with ``l2_reg``, the
     network's weight matrices (``model.matrix_parameters()``: those of its nn.Linear layers) get it as Adam's (coupled) weight decay, as tcnn's
     Adam adds l2_reg * w to their gradients."""
-    enable_sparse_gradients(model, training["lazy_tables"])
-    tables = grid_tables(model) if training["lazy_tables"] else []
-    matrices = model.matrix_parameters() if training["l2_reg"] else []
-    rest = [p for p in model.parameters() if all(p is not q for q in tables + matrices)]
-    groups = [{"params": rest}, {"params": tables, "lazy": True}, {"params": matrices, "weight_decay": training["l2_reg"]}]
-    optimizer = GridAdam([g for g in groups if g["params"]], lr=training["lr"], betas=tuple(training["betas"]),
-                         eps=training["eps"])
+    optimizer = GridAdam.for_model(model, lr=training["lr"], lazy=training["lazy_tables"], l2_reg=training["l2_reg"],
+                                   betas=tuple(training["betas"]), eps=training["eps"])
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(training))
 
 

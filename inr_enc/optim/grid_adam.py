@@ -61,14 +61,18 @@ class GridAdam(torch.optim.Adam):
             group.setdefault("lazy", False)
 
     @classmethod
-    def for_model(cls, model: torch.nn.Module, lr: float = 1e-3, lazy: bool = True, **kwargs: Any) -> GridAdam:
+    def for_model(cls, model: torch.nn.Module, lr: float = 1e-3, lazy: bool = True, l2_reg: float = 0.0,
+                  **kwargs: Any) -> GridAdam:
         """A GridAdam over ``model``'s parameters, lazy for its grid tables (see :func:`grid_tables`), which
-        then get sparse gradients where their kernel has them; ``lazy=False``: torch.optim.Adam throughout."""
+        then get sparse gradients where their kernel has them; ``lazy=False``: torch.optim.Adam throughout.
+        ``l2_reg``: Adam's (coupled) weight decay on ``model.matrix_parameters()`` alone, in a group of their own
+        (tcnn's Adam adds l2_reg * w to the gradients of its weight matrices)."""
         enable_sparse_gradients(model, lazy)
         tables = grid_tables(model) if lazy else []
-        rest = [p for p in model.parameters() if all(p is not t for t in tables)]
-        groups = [group for group in ({"params": rest}, {"params": tables, "lazy": True}) if group["params"]]
-        return cls(groups, lr=lr, **kwargs)
+        matrices = model.matrix_parameters() if l2_reg else []
+        rest = [p for p in model.parameters() if all(p is not q for q in tables + matrices)]
+        groups = ({"params": rest}, {"params": tables, "lazy": True}, {"params": matrices, "weight_decay": l2_reg})
+        return cls([group for group in groups if group["params"]], lr=lr, **kwargs)
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:
