@@ -22,8 +22,10 @@ _EXPORTS = {
     "ENCODERS": "encoders", "Encoder": "encoders", "build_encoder": "encoders", "tcnn_available": "encoders.tcnn",
     "Field": "field", "build_field": "field",
     "NETWORKS": "networks", "Network": "networks", "build_network": "networks",
+    "load_tcnn_params": "tcnn_layout", "tcnn_n_params": "tcnn_layout", "tcnn_params": "tcnn_layout",
 }
-_SUBMODULES = ("cli", "config", "encoders", "field", "fitting", "io", "metrics", "nerf", "networks", "ops", "optim")
+_SUBMODULES = ("cli", "config", "encoders", "field", "fitting", "io", "metrics", "nerf", "networks", "ops", "optim",
+               "tcnn_layout")
 __all__ = sorted(_EXPORTS)
 
 

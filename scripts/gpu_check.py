@@ -8,6 +8,7 @@ Frequency 2D/3D, SphericalHarmonics; Triton also on Dense/Tiled grids, other int
 as max abs differences relative to the torch path's largest magnitude. Triton exists for grids only; tcnn is
 tried where tinycudann imports. Throughput: M samples/s, medians of ``--repeats`` timed runs after a warm-up,
 forward and forward+backward (to the table for grids, to the inputs otherwise) at 2^18 and 2^20 samples.
+tcnn's params layout (inr_enc/tcnn_layout.py) is checked against tinycudann where it imports.
 Exits 1 on a parity failure; where no CUDA device exists it prints a notice and exits 0.
 """
 
@@ -25,7 +26,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from inr_enc import build_encoder
+from inr_enc import build_encoder, load_tcnn_params, tcnn_params
+from inr_enc.field import Field
 from inr_enc.encoders.tcnn import tinycudann
 from inr_enc.encoders.grid import Grid
 from inr_enc.ops.grid import torch_grid_encoding
@@ -115,6 +117,45 @@ def check_parity(name: str, config: dict, d: int, dtype: torch.dtype, only: tupl
     return ok
 
 
+LAYOUT_CASES = [  # (n_input_dims, n_output_dims, encoding, network): tcnn's params in inr_enc and back
+    (3, 4, HASHGRID, {"otype": "FullyFusedMLP", "n_neurons": 64, "n_hidden_layers": 2}),
+    (2, 3, {"otype": "Frequency", "n_frequencies": 6}, {"otype": "CutlassMLP", "n_neurons": 48, "n_hidden_layers": 1,
+                                                        "activation": "Softplus", "output_activation": "Sigmoid"}),
+    (5, 1, {"otype": "Identity"}, {"otype": "CutlassMLP", "n_neurons": 32, "n_hidden_layers": 3, "activation": "Sine"}),
+    (3, 3, {"otype": "SphericalHarmonics", "degree": 3}, {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1}),
+]
+
+
+def check_tcnn_layout(tcnn) -> bool:
+    """tcnn's NetworkWithInputEncoding against inr_enc's Field of the same config: the initial network weights
+    (the first n_params of the network, drawn from PCG32(seed) by both) bit for bit, then each one's params loaded
+    into the other and the outputs compared (tcnn computes in float16: 1e-2 of the largest output)."""
+    ok = True
+    for n_in, n_out, encoding, network in LAYOUT_CASES:
+        theirs = tcnn.NetworkWithInputEncoding(n_in, n_out, encoding, network, seed=7)
+        ours = Field(n_in, n_out, {"encoding": encoding, "network": {**network, "seed": 7}}).cuda()
+        n_net = sum(layer.weight.numel() for layer in ours.network.layers)
+        init_equal = torch.equal(theirs.params.detach()[:n_net].cpu(), tcnn_params(ours.network))
+        x = torch.rand(1 << 12, n_in, device="cuda")
+        try:
+            load_tcnn_params(ours, theirs.params.detach())
+            into_ours = (ours(x) - theirs(x).float()).abs().max().item() / ours(x).abs().max().item()
+            for layer in ours.network.layers:  # weights tcnn did not draw, into tcnn
+                layer.weight.data.mul_(1.5)
+            theirs.params.data.copy_(tcnn_params(ours).cuda())
+            into_theirs = (ours(x) - theirs(x).float()).abs().max().item() / ours(x).abs().max().item()
+        except (ValueError, RuntimeError) as error:
+            print(f"FAIL  tcnn layout {encoding['otype']} + {network['otype']}: {error}")
+            ok = False
+            continue
+        passed = init_equal and max(into_ours, into_theirs) < 1e-2
+        ok &= passed
+        print(f"{'PASS' if passed else 'FAIL'}  tcnn layout {encoding['otype']} + {network['otype']}: n_params "
+              f"{theirs.params.numel()} (inr_enc {tcnn_params(ours).numel()}), initial network weights "
+              f"{'equal' if init_equal else 'DIFFER'}, tcnn->inr_enc {into_ours:.1e}, inr_enc->tcnn {into_theirs:.1e}")
+    return ok
+
+
 def median_seconds(step: Callable[[], object], repeats: int) -> float:
     step()  # warm-up (and Triton's compile)
     times = []
@@ -172,6 +213,9 @@ def main() -> int:
     print("\n## Parity against the torch path")
     results = [check_parity(name, config, d, torch.float32) for name, config, d in CASES]  # every check runs
     results += [check_parity(name, config, d, dtype, ("triton",)) for name, config, d, dtype in EXTRA_GRIDS]
+    if tinycudann() is not None:
+        print("\n## tcnn's params layout (inr_enc/tcnn_layout.py)")
+        results.append(check_tcnn_layout(tinycudann()))
     ok = all(results)
     print(f"\nparity: {'PASS' if ok else 'FAIL'} ({time.perf_counter() - start:.0f} s)")
     print("\n## Throughput (M samples/s, median of", args.repeats, "runs)\n")

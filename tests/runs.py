@@ -4,7 +4,7 @@ import yaml
 
 TINY = {
     "encoding": {"otype": "Frequency", "n_frequencies": 3},
-    "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1},
+    "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1, "output_activation": "Sigmoid"},
     "training": {"steps": 8, "lr": 1e-2, "eval_every": 2, "checkpoint_every": 2},
 }
 

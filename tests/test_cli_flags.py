@@ -44,9 +44,9 @@ def test_set_changes_the_run_and_a_misspelt_key_exits_2(tmp_path, tiny, capsys):
     config, image = tiny
     out = tmp_path / "run"
     assert inr_fit(["image", str(image), "--config", str(config), "--out", str(out), "--quiet",
-                    "--set", "encoding.n_frequencies=2", "network.n_neurons=8"]) == 0
+                    "--set", "encoding.n_frequencies=2", "network.n_neurons=32"]) == 0
     saved = yaml.safe_load((out / "config.yaml").read_text())
-    assert saved["encoding"]["n_frequencies"] == 2 and saved["network"]["n_neurons"] == 8
+    assert saved["encoding"]["n_frequencies"] == 2 and saved["network"]["n_neurons"] == 32
     assert inr_fit(["image", str(image), "--config", str(config), "--out", str(tmp_path / "bad"), "--quiet",
                     "--set", "encoding.n_frequences=2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

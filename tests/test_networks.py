@@ -87,7 +87,7 @@ def test_field_composes_encoder_and_network():
 
 
 def test_inference_in_row_chunks_gives_the_batched_numbers():
-    from inr_enc.networks.mlp import INFERENCE_ROWS
+    from inr_enc.networks.base import INFERENCE_ROWS
 
     for activation in ("ReLU", "Sine"):
         config = {"n_neurons": 32, "n_hidden_layers": 2, "activation": activation, "output_activation": "Sigmoid"}

@@ -18,7 +18,7 @@ from inr_enc.fitting.signals import read_audio, read_image, write_audio, write_i
 
 RNG = np.random.default_rng(0)
 TINY = {"encoding": {"otype": "Frequency", "n_frequencies": 2},
-        "network": {"otype": "FullyFusedMLP", "n_neurons": 8, "n_hidden_layers": 1},
+        "network": {"otype": "CutlassMLP", "n_neurons": 8, "n_hidden_layers": 1},
         "training": {"steps": 4, "eval_every": 2, "checkpoint_every": 2}}
 
 

@@ -257,3 +257,119 @@ def test_grid_keys_as_tcnn_reads_them():
         build_encoder({"otype": "HashGrid", "stochastic_interpolation": True}, 2)
     with pytest.raises(ValueError, match=r"unknown config key 'log2_hash_map_size' \(did you mean 'log2_hashmap_size'"):
         build_encoder({"otype": "HashGrid", "log2_hash_map_size": 12}, 2)  # tcnn would ignore the typo
+
+
+# Instant-NGP configs/image/base.json (with its commented-out Ema lines) and the image configs that patch it,
+# retyped as text: // comments and "parent" as Instant-NGP reads them (src/testbed.cu merge_parent_network_config)
+NGP_IMAGE_BASE = """{
+\t"loss": {"otype": "L2"},
+\t"optimizer": {
+\t\t// "otype": "Ema",
+\t\t// "decay": 0.95,
+\t\t// "nested": {
+\t\t\t"otype": "ExponentialDecay", "decay_start": 20000, "decay_interval": 10000, "decay_base": 0.33,
+\t\t\t"nested": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15,
+\t\t\t           "l2_reg": 1e-6}
+\t\t// }
+\t},
+\t"encoding": {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 24,
+\t             "base_resolution": 16},
+\t"network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64,
+\t            "n_hidden_layers": 2}
+}"""
+NGP_IMAGE_CHILDREN = {
+    "frequency.json": '{\n\t"parent" : "base.json",\n\t"encoding": {"otype": "Frequency", "n_frequencies": 16}\n}',
+    "oneblob.json": '{\n\t"parent" : "base.json",\n\t"encoding": {"otype": "OneBlob", "n_bins": 32}\n}',
+    "hashgrid.json": '{\n\t"parent" : "base.json"\n}',
+}
+
+
+def test_instant_ngp_image_configs_load_with_comments_and_parents(tmp_path):
+    from inr_enc import load_config
+
+    (tmp_path / "image").mkdir()
+    (tmp_path / "image" / "base.json").write_text(NGP_IMAGE_BASE)
+    for name, text in NGP_IMAGE_CHILDREN.items():
+        (tmp_path / "image" / name).write_text(text)
+    base = load_config(tmp_path / "image" / "base.json")
+    assert base["optimizer"]["otype"] == "ExponentialDecay" and "decay" not in base["optimizer"]  # commented out
+    assert load_config(tmp_path / "image" / "hashgrid.json") == base  # the parent itself; "parent" leaves
+    frequency = load_config(tmp_path / "image" / "frequency.json")
+    # another otype replaces the section (tcnn would ignore the HashGrid keys left over); the rest is the parent's
+    assert frequency == {**base, "encoding": {"otype": "Frequency", "n_frequencies": 16}}
+    image = tmp_path / "image.png"
+    import imageio.v3 as iio
+    iio.imwrite(image, np.random.default_rng(0).integers(0, 256, (12, 10, 3), dtype=np.uint8))
+    for name in ("frequency.json", "oneblob.json"):
+        out = tmp_path / name
+        assert inr_fit(["image", str(image), "--config", str(tmp_path / "image" / name), "--steps", "2",
+                        "--eval-every", "2", "--quiet", "--pictures", "none", "--out", str(out)]) == 0
+        saved = yaml.safe_load((out / "config.yaml").read_text())
+        assert saved["training"]["loss"] == "MSE" and saved["training"]["l2_reg"] == pytest.approx(1e-6)
+        assert saved["network"]["otype"] == "FullyFusedMLP" and "bias" not in saved["network"]
+
+
+def test_parent_patches_merge_keys_remove_nulls_and_refuse_cycles(tmp_path):
+    from inr_enc import load_config
+
+    (tmp_path / "base.json").write_text('{"a": {"b": 1, "c": 2}, "url": "http://x//y", /* block */ "d": [1]}')
+    (tmp_path / "child.yaml").write_text("parent: base.json\na: {c: null, e: 3}\nd: [2]\n")
+    assert load_config(tmp_path / "child.yaml") == {"a": {"b": 1, "e": 3}, "url": "http://x//y", "d": [2]}
+    from inr_enc.config.files import merge_patch  # an otype where the parent names none merges, as RFC 7386
+    assert merge_patch({"n": {"width": 64}}, {"n": {"otype": "CutlassMLP"}}) == {"n": {"width": 64, "otype": "CutlassMLP"}}
+    assert merge_patch({"n": {"otype": "A", "k": 1}}, {"n": {"otype": None}}) == {"n": {"k": 1}}
+    (tmp_path / "loop1.json").write_text('{"parent": "loop2.json"}')
+    (tmp_path / "loop2.json").write_text('{"parent": "loop1.json"}')
+    with pytest.raises(ValueError, match="'parent' configs form a cycle"):
+        load_config(tmp_path / "loop1.json")
+    (tmp_path / "orphan.json").write_text('{"parent": "missing.json"}')
+    with pytest.raises(ValueError, match="'parent' must name a config file next to it, got 'missing.json'"):
+        load_config(tmp_path / "orphan.json")
+
+
+def test_lion_steps_as_the_paper_writes_them():
+    from inr_enc.optim import Lion
+
+    rng = np.random.default_rng(3)
+    w0 = rng.normal(size=(4, 3))
+    param = torch.nn.Parameter(torch.tensor(w0))
+    optimizer = Lion([param], lr=0.01, betas=(0.8, 0.95), weight_decay=0.5)
+    w, m = w0.copy(), np.zeros_like(w0)
+    for _ in range(4):  # Chen et al. 2023, Algorithm 2, in float64
+        g = rng.normal(size=w.shape)
+        param.grad = torch.tensor(g)
+        optimizer.step()
+        c = 0.8 * m + 0.2 * g
+        w = w - 0.01 * (np.sign(c) + 0.5 * w)
+        m = 0.95 * m + 0.05 * g
+        np.testing.assert_allclose(param.detach().numpy(), w, rtol=1e-12, atol=1e-15)
+
+
+def test_a_lion_section_trains_and_its_keys_are_checked(tmp_path, capsys):
+    # the keys the issue names for tcnn's config_lion.json (tcnn pull request #262, not merged at 6ee3546)
+    config = {**CONFIG_HASH, "optimizer": {"otype": "ExponentialDecay", "decay_start": 2, "decay_interval": 1,
+                                           "nested": {"otype": "Lion", "learning_rate": 1e-3, "beta1": 0.9,
+                                                      "beta2": 0.99, "weight_decay": 0.1}}}
+    config["encoding"] = {**config["encoding"], "n_levels": 4}
+    assert training_from_tcnn(None, config["optimizer"]["nested"]) == {
+        "solver": "lion", "lr": 1e-3, "weight_decay": 0.1, "betas": [0.9, 0.99]}
+    path = tmp_path / "lion.json"
+    path.write_text(json.dumps(config))
+    image = tmp_path / "image.png"
+    import imageio.v3 as iio
+    iio.imwrite(image, np.random.default_rng(0).integers(0, 256, (12, 10, 3), dtype=np.uint8))
+    out = tmp_path / "out"
+    assert inr_fit(["image", str(image), "--config", str(path), "--steps", "4", "--eval-every", "2", "--quiet",
+                    "--pictures", "none", "--out", str(out)]) == 0
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["training"]["solver"] == "lion" and saved["training"]["weight_decay"] == 0.1
+    assert inr_fit(["image", "--resume", str(out), "--steps", "6", "--quiet"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["steps"] == 6
+    lion = resolve_training({"solver": "lion"})  # the paper's rate and betas where the section leaves them out
+    assert lion["lr"] == 1e-4 and lion["betas"] == [0.9, 0.99]
+    with pytest.raises(ValueError, match="'weight_decay' x 'lr' must be below 1"):
+        resolve_training({"solver": "lion", "lr": 1.0, "weight_decay": 2.0})
+    with pytest.raises(ValueError, match="'weight_decay' is Lion's"):
+        resolve_training({"weight_decay": 0.1})
+    with pytest.raises(ValueError, match="solver lion takes 'weight_decay' .decoupled., not 'l2_reg'"):
+        resolve_training({"solver": "lion", "l2_reg": 1e-6})

@@ -4,11 +4,11 @@ package data: in a wheel too)."""
 from __future__ import annotations
 
 import copy
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import json5
 import yaml
 
 CONFIG_DIR = Path(resources.files("inr_enc") / "configs")  # a regular folder: pip installs wheels unpacked
@@ -23,7 +23,10 @@ def available_configs() -> list[str]:
 def load_config(name_or_path: str | Path) -> dict[str, Any]:
     """Read a config dict from a .json/.yaml file, or from inr_enc/configs/NAME.{yaml,yml,json}.
 
-    Raises ValueError if nothing matches or the file does not hold a mapping.
+    As Instant-NGP reads its configs (src/testbed.cu): JSON may hold ``//`` and ``/* */`` comments, and a
+    ``"parent": "base.json"`` key names a config (relative to this file's folder, itself resolved the same way)
+    that this one patches (``merge_patch``). Raises ValueError if nothing matches, a file does not hold a mapping,
+    or parents form a cycle.
     """
     path = Path(name_or_path)
     if not path.is_file():
@@ -31,14 +34,54 @@ def load_config(name_or_path: str | Path) -> dict[str, Any]:
         path = next((c for c in candidates if c.is_file()), None)
         if path is None:
             raise ValueError(f"no config file or named config {str(name_or_path)!r}; named configs: {', '.join(available_configs())}")
-    text = path.read_text()
+    return _with_parents(path, ())
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
     try:
-        config = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        text = path.read_text()
+        # json5: JSON with comments, as Instant-NGP's parser (nlohmann::json, ignore_comments) takes them
+        config = json5.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as error:
         raise ValueError(f"{path}: not valid {path.suffix[1:].upper()}: {error}") from None
+    except OSError as error:
+        raise ValueError(f"{path}: cannot be read ({error.strerror or error})") from None
     if not isinstance(config, dict):
         raise ValueError(f"{path}: a config must be a mapping, got {type(config).__name__}")
     return config
+
+
+def _with_parents(path: Path, children: tuple[Path, ...]) -> dict[str, Any]:
+    """The config at ``path`` patched onto its parent's (recursively); ``children``: the files that led here."""
+    if path.resolve() in children:
+        chain = " -> ".join(str(p) for p in (*children, path.resolve()))
+        raise ValueError(f"{path}: 'parent' configs form a cycle: {chain}")
+    config = _read_mapping(path)
+    if "parent" not in config:
+        return config
+    parent = config.pop("parent")
+    if not isinstance(parent, str) or not (path.parent / parent).is_file():
+        raise ValueError(f"{path}: 'parent' must name a config file next to it, got {parent!r}")
+    return merge_patch(_with_parents(path.parent / parent, (*children, path.resolve())), config)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as Instant-NGP applies a child config to its parent (nlohmann's merge_patch):
+    mappings merge key by key, null removes a key, anything else replaces; on copies. One difference: a mapping
+    naming another ``otype`` than the one it patches names replaces it (configs/nerf/frequency.json turns a Composite
+    into a Frequency encoding; tcnn ignores the keys left over from the parent's otype, inr_enc refuses unknown
+    keys). Written here: a few lines, and that difference is ours."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    replaced = (isinstance(target, dict) and isinstance(target.get("otype"), str) and isinstance(patch.get("otype"), str)
+                and target["otype"].lower() != patch["otype"].lower())
+    merged = copy.deepcopy(target) if isinstance(target, dict) and not replaced else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
 
 
 def config_source(name: str) -> str:

@@ -17,7 +17,7 @@ from ..encoders.registry import encoder_class, encoder_spec
 from ..networks.registry import network_class, resolve_network
 from .checks import check_bool, check_choice, check_float, check_int, check_keys, check_mapping, check_seed, config_error
 from .memory import check_memory, format_bytes
-from .tcnn_sections import EXPONENTIAL_DECAY, training_from_tcnn
+from .tcnn_sections import EXPONENTIAL_DECAY, LION, training_from_tcnn
 
 RUN_KEYS = ("encoding", "network", "training", "seed", "loss", "optimizer")  # loss, optimizer: tcnn's sections
 SAVED_RUN_KEYS = ("task", "config_name", *RUN_KEYS, "provenance")  # provenance: written with the run, not read
@@ -31,10 +31,12 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     # tcnn's Adam l2_reg (added to the gradient of the network's weight matrices), its Ema wrapper (the evaluated and
     # saved weights are the bias-corrected moving average; None: off) and its ExponentialDecay (schedule exponential)
     "l2_reg": 0.0, "ema_decay": None, **EXPONENTIAL_DECAY,
+    "weight_decay": 0.0,  # Lion's decoupled weight decay (solver lion)
 }
+LION_DEFAULTS = {"lr": LION["learning_rate"], "betas": [LION["beta1"], LION["beta2"]]}  # solver lion: the paper's
 LOSSES = ("MSE", "L1", "RelativeL1", "RelativeL2", "MAPE", "SMAPE", "Huber")  # "L2" is read as "MSE"
 SCHEDULES = ("constant", "cosine", "exponential")
-SOLVERS = ("adam", "closed-form")  # closed-form: a linear model's least-squares solve instead of steps
+SOLVERS = ("adam", "lion", "closed-form")  # closed-form: a linear model's least-squares solve instead of steps
 MAX_LR, MAX_EPS, MAX_RIDGE = 10.0, 1.0, 1e6  # Adam's lr and eps, the closed-form solve's ridge
 ADAM_COPIES = 4  # a parameter, its gradient and Adam's two moments
 EMA_COPIES = 2  # tcnn's Ema: the average, and the raw weights kept while it is evaluated
@@ -43,7 +45,8 @@ FORWARD_BACKWARD = 3  # per activation: the value kept for the backward, its gra
 
 def resolve_training(config: Any) -> dict[str, Any]:
     """Fill in and check the ``training`` section; raises ValueError naming a bad key or value."""
-    config = {**TRAINING_DEFAULTS, **check_mapping("training", "training", config)}
+    given = check_mapping("training", "training", config) or {}
+    config = {**TRAINING_DEFAULTS, **(LION_DEFAULTS if given.get("solver") == "lion" else {}), **given}
     check_keys("training", config, TRAINING_DEFAULTS)
     betas = config["betas"]
     if not (isinstance(betas, (list, tuple)) and len(betas) == 2):
@@ -72,7 +75,21 @@ def resolve_training(config: Any) -> dict[str, Any]:
         "decay_start": check_int("training", "decay_start", config["decay_start"], 0),
         "decay_interval": check_int("training", "decay_interval", config["decay_interval"], 1),
         "decay_end": check_int("training", "decay_end", config["decay_end"], 0),
+        "weight_decay": _lion_only(config),
     }
+
+
+def _lion_only(config: dict[str, Any]) -> float:
+    """Lion's weight_decay, which only Lion reads (and Lion takes no l2_reg: its sign update would undo it; nor eps
+    or lazy tables, which it leaves unread); lr * weight_decay below 1 (else each step flips the weights' sign)."""
+    weight_decay = check_float("training", "weight_decay", config["weight_decay"], 0.0, high=MAX_LR)
+    if weight_decay * float(config["lr"]) >= 1:
+        raise config_error("training", f"'weight_decay' x 'lr' must be below 1, got {weight_decay} x {config['lr']}")
+    if config["solver"] != "lion" and weight_decay:
+        raise config_error("training", f"'weight_decay' is Lion's (solver lion), not {config['solver']}'s; Adam: l2_reg")
+    if config["solver"] == "lion" and config["l2_reg"]:
+        raise config_error("training", "solver lion takes 'weight_decay' (decoupled), not 'l2_reg'")
+    return weight_decay
 
 
 def _ema_decay(value: Any) -> float | None:
@@ -136,9 +153,9 @@ def estimate_run_memory(run: Mapping[str, Any], n_input_dims: int, n_output_dims
     fixed = spec.cls.fixed_activation_count(n_input_dims, spec.config)
     width = n_input_dims + spec.n_output_dims + network.activation_width(spec.n_output_dims, n_output_dims, net_config, spec)
     batch = n_samples if training["batch_size"] is None else min(training["batch_size"], n_samples)
-    adam = training["solver"] == "adam"
-    step = 4 * FORWARD_BACKWARD * (batch * width + fixed) if adam else 2 * 8 * n_samples * n_output_dims
-    copies = (ADAM_COPIES + (EMA_COPIES if training.get("ema_decay") is not None else 0)) if adam else 1
+    steps = training["solver"] != "closed-form"  # Adam or Lion (counted as Adam: one moment fewer)
+    step = 4 * FORWARD_BACKWARD * (batch * width + fixed) if steps else 2 * 8 * n_samples * n_output_dims
+    copies = (ADAM_COPIES + (EMA_COPIES if training.get("ema_decay") is not None else 0)) if steps else 1
     return {"parameters": 4 * copies * n_params, "training step": step,
             "evaluation": 4 * (min(training["eval_chunk"], n_samples) * width + fixed),
             "signal": 4 * n_samples * (n_input_dims + 2 * n_output_dims)}

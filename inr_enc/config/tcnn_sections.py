@@ -4,7 +4,7 @@
 Defaults and meanings from tcnn (DOCUMENTATION.md; include/tiny-cuda-nn/losses/*.h, optimizers/adam.h,
 exponential_decay.h, ema.h) and Instant-NGP (include/neural-graphics-primitives/nerf_device.cuh: Huber, also
 named SmoothL1). Optimizers nest: ``{"otype": "Ema", "decay": 0.95, "nested": {"otype": "ExponentialDecay", ...,
-"nested": {"otype": "Adam", ...}}}``; each wrapper appears at most once, Adam innermost.
+"nested": {"otype": "Adam", ...}}}``; each wrapper appears at most once, Adam (or Lion) innermost.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ ADAM_AT_DEFAULT = {"relative_decay": 0.0, "absolute_decay": 0.0, "adabound": Fal
                    "skip_zero_grad_non_matrix_params": True}  # (skipping zero gradients: GridAdam's lazy tables)
 EXPONENTIAL_DECAY = {"decay_base": 0.1, "decay_start": 10000, "decay_interval": 10000, "decay_end": 10000000}
 EMA = {"decay": 0.99, "full_precision": False}  # the average is float32 here either way
-OPTIMIZERS = {"adam": "Adam", "exponentialdecay": "ExponentialDecay", "ema": "Ema"}  # tcnn compares case-insensitively
+# Lion: tcnn pull request #262 (not merged at 6ee3546); missing keys take the Lion paper's defaults
+LION = {"learning_rate": 1e-4, "beta1": 0.9, "beta2": 0.99, "weight_decay": 0.0}
+OPTIMIZERS = {"adam": "Adam", "lion": "Lion", "exponentialdecay": "ExponentialDecay", "ema": "Ema"}  # case ignored
+INNERMOST = ("Adam", "Lion")
 
 
 def _otype(section: str, config: dict[str, Any], names: dict[str, str], default: str) -> str:
@@ -32,7 +35,8 @@ def _otype(section: str, config: dict[str, Any], names: dict[str, str], default:
     given = config.get("otype", default)
     if not isinstance(given, str) or given.casefold() not in names:
         raise config_error(section, f"otype {given!r} is not supported here; supported: {', '.join(names.values())}"
-                                    + (" (Adam, wrapped at most once each by ExponentialDecay and Ema)" if section == "optimizer" else ""))
+                                    + (" (Adam or Lion, wrapped at most once each by ExponentialDecay and Ema)"
+                                       if section == "optimizer" else ""))
     return names[given.casefold()]
 
 
@@ -52,14 +56,17 @@ def training_from_tcnn(loss: Any, optimizer: Any) -> dict[str, Any]:
         if otype in seen:
             raise config_error("optimizer", f"{otype} appears twice in the chain; each wrapper at most once")
         seen.append(otype)
-        keys = {"Ema": EMA, "ExponentialDecay": EXPONENTIAL_DECAY, "Adam": {**ADAM, **ADAM_AT_DEFAULT}}[otype]
-        check_keys(f"optimizer {otype}", optimizer, {"otype": None, **keys, **({} if otype == "Adam" else {"nested": None})})
+        keys = {"Ema": EMA, "ExponentialDecay": EXPONENTIAL_DECAY, "Adam": {**ADAM, **ADAM_AT_DEFAULT}, "Lion": LION}[otype]
+        check_keys(f"optimizer {otype}", optimizer, {"otype": None, **keys, **({} if otype in INNERMOST else {"nested": None})})
         settings = {**keys, **{k: v for k, v in optimizer.items() if k in keys}}
         if otype == "Ema":
             training["ema_decay"] = settings["decay"]
         elif otype == "ExponentialDecay":
             training["schedule"] = "exponential"
             training.update({key: settings[key] for key in EXPONENTIAL_DECAY})
+        elif otype == "Lion":
+            training.update({"solver": "lion", "lr": settings["learning_rate"], "weight_decay": settings["weight_decay"],
+                             "betas": [settings["beta1"], settings["beta2"]]})
         else:
             for key, default in ADAM_AT_DEFAULT.items():
                 if settings[key] != default:
@@ -67,5 +74,5 @@ def training_from_tcnn(loss: Any, optimizer: Any) -> dict[str, Any]:
                                                          f"got {settings[key]!r}")
             training.update({"lr": settings["learning_rate"], "betas": [settings["beta1"], settings["beta2"]],
                              "eps": settings["epsilon"], "l2_reg": settings["l2_reg"]})
-        optimizer = (optimizer.get("nested") or {"otype": "Adam"}) if otype != "Adam" else None
+        optimizer = (optimizer.get("nested") or {"otype": "Adam"}) if otype not in INNERMOST else None
     return training

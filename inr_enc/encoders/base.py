@@ -65,6 +65,10 @@ class Encoder(nn.Module):
     # Persistent buffers computed from the config (not trained), each with the keys that determine it (besides
     # n_input_dims): a state dict holding other values was saved by another config, and loading it raises.
     config_buffers: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # What tcnn writes into the dims it pads this encoding's output with (for a network that reads multiples of 16):
+    # 1 in its Identity, Frequency, OneBlob, SphericalHarmonics and TriangleWave encodings (the first layer then
+    # has a bias), 0 in grids; inr_enc's own encodings pad with 1.
+    tcnn_pad_value: ClassVar[float] = 1.0
 
     def __init__(self, n_input_dims: int, config: dict | None = None, backend: str = "auto") -> None:
         super().__init__()
@@ -182,6 +186,18 @@ class Encoder(nn.Module):
                                  f"encoder with the config the state dict was saved with")
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
+
+    @classmethod
+    def tcnn_alignment(cls, config: dict[str, Any]) -> int:
+        """tcnn's ``required_output_alignment``: padding keeps this encoding's output a multiple of it."""
+        return 1
+
+    @classmethod
+    def tcnn_columns(cls, spec: EncoderSpec, width: int | None = None) -> list[float | None]:
+        """This encoding's output as tcnn lays it out, padded to ``width`` columns (default: none added): None
+        for each of the encoder's output columns in order, the constant tcnn writes into each padded one."""
+        n = spec.n_output_dims
+        return [None] * n + [cls.tcnn_pad_value] * ((width or n) - n)
 
     def tcnn_config(self) -> dict[str, Any] | None:
         """This encoder as a tiny-cuda-nn encoding config, or None where tcnn has no equivalent."""

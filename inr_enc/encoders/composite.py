@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -101,6 +102,30 @@ class Composite(Encoder):
     def fixed_activation_count(cls, n_input_dims: int, config: dict[str, Any]) -> int:
         return sum(spec.cls.fixed_activation_count(spec.n_input_dims, spec.config) for spec in _nested_specs(config))
 
+    @classmethod
+    def tcnn_alignment(cls, config: dict[str, Any]) -> int:
+        return math.lcm(*(spec.cls.tcnn_alignment(spec.config) for spec in _nested_specs(config)))
+
+    @classmethod
+    def tcnn_columns(cls, spec: EncoderSpec, width: int | None = None) -> list[float | None]:
+        """As tcnn's Composite pads (encodings/composite.h): concatenated, each nested output but the last is
+        padded to the next one's alignment, the last to ``width``; summed or multiplied, every nested output is
+        padded to ``width`` and the padded dims hold the sum or product of their constants. Where inner padding
+        happens, tcnn's Composite output is wider than inr_enc's (its inner padded dims; a network reads both
+        alike)."""
+        specs = _nested_specs(spec.config)
+        if spec.config["reduction"] != "Concatenation":
+            padded = [s.cls.tcnn_columns(s, width) for s in specs]
+            reduce = sum if spec.config["reduction"] == "Sum" else math.prod
+            return [None if column[0] is None else float(reduce(column)) for column in zip(*padded)]
+        columns: list[float | None] = []
+        for nested, following in zip(specs, specs[1:]):
+            done = len(columns) + nested.n_output_dims
+            aligned = -(-done // (step := following.cls.tcnn_alignment(following.config))) * step
+            columns += nested.cls.tcnn_columns(nested, aligned - len(columns))
+        last = specs[-1]
+        return columns + last.cls.tcnn_columns(last, None if width is None else width - len(columns))
+
     def _build(self, config: dict[str, Any]) -> None:
         self.reduction = config["reduction"]
         self.encoders = nn.ModuleList()
@@ -126,7 +151,10 @@ class Composite(Encoder):
         return torch.cat([*parts, x[:, end:]], dim=1)
 
     def tcnn_config(self) -> dict[str, Any] | None:
-        """The same composition for tcnn, or None when a nested encoding has no tcnn equivalent."""
+        """The same composition for tcnn, or None when a nested encoding has no tcnn equivalent or tcnn would pad
+        between nested outputs (its output would be wider than this encoder's: ``tcnn_columns``)."""
+        if any(column is not None for column in self.tcnn_columns(self.spec)):
+            return None
         nested = []
         for encoder, (begin, end) in zip(self.encoders, self.slices):
             inner = encoder.tcnn_config()

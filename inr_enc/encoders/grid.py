@@ -122,6 +122,7 @@ class Grid(Multiresolution):
     auto_backends = ("tcnn", "cpp", "triton", "torch")  # tcnn on CUDA: fast, with second derivatives for grids
     default_type = "Hash"
     max_input_dims = 7
+    tcnn_pad_value = 0.0
     defaults = {
         "type": None, "n_levels": None, "n_features_per_level": 2, "log2_hashmap_size": 19, "base_resolution": 16,
         "per_level_scale": None, "interpolation": "Linear", "hash": "CoherentPrime", "seed": 1337,
@@ -167,6 +168,10 @@ class Grid(Multiresolution):
         self.interpolation, self.n_features_per_level = config["interpolation"], config["n_features_per_level"]
         self.params = init_table(levels, self.n_features_per_level, seeded_generator(config["seed"]))
         self.levels = GridLevels(levels, HASH_PRIMES[config["hash"]])
+
+    @classmethod
+    def tcnn_alignment(cls, config: dict[str, Any]) -> int:
+        return config["n_features_per_level"]
 
     models = 1  # tables held (stack_grids): block m of a batch's `models` equal blocks reads table m
 

@@ -16,7 +16,7 @@ import torch
 
 from ..config.checks import check_int, config_error
 from ..ops.phase import max_exponent
-from .base import Encoder
+from .base import Encoder, EncoderSpec
 from .registry import register_encoder
 
 MAX_DEGREE = 8  # tcnn's sh_enc stops at 64 outputs.
@@ -79,6 +79,13 @@ class SphericalHarmonics(Encoder):
     otype = "SphericalHarmonics"
     supported_backends = frozenset({"torch", "tcnn"})
     defaults = {"degree": 4}
+
+    @classmethod
+    def tcnn_columns(cls, spec: EncoderSpec, width: int | None = None) -> list[float | None]:
+        """tcnn's SH kernel writes its padded dims (1) first, then the degree^2 values
+        (encodings/spherical_harmonics.h kernel_sh)."""
+        n = spec.n_output_dims
+        return [cls.tcnn_pad_value] * ((width or n) - n) + [None] * n
 
     @classmethod
     def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:

@@ -49,6 +49,8 @@ def group_key(task: Any) -> tuple:
 
 def group_unavailable_reason(run: dict[str, Any], field: Field) -> str | None:
     """Why runs like ``run`` (its model ``field``) cannot be fitted as a group, or None when they can."""
+    if run["training"]["solver"] == "lion":
+        return "it trains with Lion, which groups do not do yet"
     if run["training"]["ema_decay"] is not None:
         return "its training averages the weights (ema_decay, tcnn's Ema), which groups do not do yet"
     return batching_unavailable_reason(field)

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..optim import GridAdam
+from ..optim import GridAdam, Lion, enable_sparse_gradients
 from ..optim.ema import WeightEma
 
 
@@ -48,13 +48,18 @@ def lr_factor(training: dict[str, Any]) -> Callable[[int], float]:
     return lambda step: 1.0
 
 
-def make_optimizer(model: torch.nn.Module, training: dict[str, Any]) -> tuple[GridAdam, Any]:
-    """The optimiser and learning-rate schedule of a resolved ``training`` section: grid tables get tcnn's lazy Adam
-    on sparse gradients (optim/) where ``lazy_tables``, everything else torch.optim.Adam; with ``l2_reg``, the
-    network's weight matrices (``model.matrix_parameters()``: those of its nn.Linear layers) get it as Adam's (coupled) weight decay, as tcnn's
-    Adam adds l2_reg * w to their gradients."""
-    optimizer = GridAdam.for_model(model, lr=training["lr"], lazy=training["lazy_tables"], l2_reg=training["l2_reg"],
-                                   betas=tuple(training["betas"]), eps=training["eps"])
+def make_optimizer(model: torch.nn.Module, training: dict[str, Any]) -> tuple[torch.optim.Optimizer, Any]:
+    """The optimiser and learning-rate schedule of a resolved ``training`` section. Adam: grid tables get tcnn's lazy
+    Adam on sparse gradients (optim/) where ``lazy_tables``, everything else torch.optim.Adam; with ``l2_reg``, the
+    network's weight matrices (``model.matrix_parameters()``: those of its nn.Linear layers) get it as Adam's
+    (coupled) weight decay, as tcnn's Adam adds l2_reg * w to their gradients. Lion: every parameter, dense."""
+    if training["solver"] == "lion":
+        enable_sparse_gradients(model, False)
+        optimizer = Lion(model.parameters(), lr=training["lr"], betas=tuple(training["betas"]),
+                         weight_decay=training["weight_decay"])
+    else:
+        optimizer = GridAdam.for_model(model, lr=training["lr"], lazy=training["lazy_tables"],
+                                       l2_reg=training["l2_reg"], betas=tuple(training["betas"]), eps=training["eps"])
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(training))
 
 

@@ -29,25 +29,28 @@ from nerfstudio.model_components import renderers
 from nerfstudio.models.base_model import Model, ModelConfig
 from torch import nn
 from torch.profiler import record_function
+from tyro.conf import Suppress
 
 from ..nerf.volume_rendering import accumulate, distortion, render_weights
 from ..ops.ranks import mean_over_ranks
 from ..ops.schedules import set_training_step
 from ..optim import grid_tables
+from ..version import __version__
 from .evaluation import image_metrics_and_images, lpips_if_weights_on_disk
 from .field import EncodedRadianceField
 from .sampling import build_grid, sample_grid, update_grid
 from .settings import (AutoCameraOptimizerConfig, camera_optimizer_rules, check_field_settings, command_line_errors,
-                       resolve_encoding_config)
+                       resolve_encoding_config, saved_before_tcnn_networks)
 
 # Instant-NGP's field (Müller et al. 2022, §5.4), sized for CPU: 16 levels from 16 to 512 cells (enough for
 # scenes of a few hundred pixels), 2^17 entries per level (tcnn's default is 2^19).
 HASHGRID = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 17,
             "base_resolution": 16, "per_level_scale": 1.26}
 UNBOUNDED_TRAIN_ALPHA_THRESHOLD = 0.01  # nerfacc's examples train mip-NeRF 360 scenes with alpha_thre 1e-2
-DENSITY_NETWORK = {"otype": "FullyFusedMLP", "activation": "ReLU", "n_neurons": 64, "n_hidden_layers": 1}
+# inr_enc's MLP (with biases), as these methods were trained from the start; otype FullyFusedMLP gives tcnn's.
+DENSITY_NETWORK = {"otype": "MLP", "activation": "ReLU", "n_neurons": 64, "n_hidden_layers": 1}
 SPHERICAL_HARMONICS = {"otype": "SphericalHarmonics", "degree": 4}
-COLOR_NETWORK = {"otype": "FullyFusedMLP", "activation": "ReLU", "n_neurons": 64, "n_hidden_layers": 2}
+COLOR_NETWORK = {"otype": "MLP", "activation": "ReLU", "n_neurons": 64, "n_hidden_layers": 2}
 
 
 @dataclass
@@ -108,6 +111,7 @@ class InrNerfModelConfig(ModelConfig):
     """Composited behind every ray; RGBA ground truth is composited over it too."""
     eval_num_rays_per_chunk: int = 8192
     """Rays per forward pass when rendering whole images."""
+    written_by: Suppress[str] = __version__  # the inr_enc that wrote a config.yml (none before 0.2.0); no flag
 
     def __post_init__(self) -> None:
         """Every setting checked (settings.py) and ``encoding_config`` resolved: a bad one raises ValueError, or,
@@ -117,10 +121,10 @@ class InrNerfModelConfig(ModelConfig):
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         """A config.yml saved before a setting existed (an older run's) loads with that setting's default: yaml
-        restores the saved fields without calling ``__init__``."""
+        restores the saved fields without calling ``__init__`` (and networks as they were built then)."""
         defaults = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
                     for f in fields(self) if f.default is not MISSING or f.default_factory is not MISSING}
-        self.__dict__.update({**defaults, **state})
+        self.__dict__.update({**defaults, **saved_before_tcnn_networks(state)})
 
     def _check_settings(self) -> None:
         checks = {"grid_resolution >= 1": self.grid_resolution >= 1, "grid_update_every >= 1": self.grid_update_every >= 1,

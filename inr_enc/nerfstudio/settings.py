@@ -68,6 +68,20 @@ def resolve_encoding_config(text: str, geo_feat_dim: int) -> dict[str, Any]:
         return {key: resolved[key] for key in FIELD_KEYS if key in config}
 
 
+TCNN_NETWORK_OTYPES = ("fullyfusedmlp", "cutlassmlp", "megakernelmlp")
+
+
+def saved_before_tcnn_networks(state: dict[str, Any]) -> dict[str, Any]:
+    """A config.yml written before inr_enc 0.2.0 (no ``written_by``), as its run was built: a density network named
+    FullyFusedMLP/CutlassMLP was inr_enc's MLP with biases then (networks/tcnn_mlp.py ``class_for``)."""
+    network = state.get("network")
+    if "written_by" in state or not isinstance(network, dict) or "bias" in network:
+        return state
+    if str(network.get("otype", "")).lower() in TCNN_NETWORK_OTYPES:
+        return {**state, "network": {**network, "bias": True}}
+    return state
+
+
 def check_field_settings(encoding: Any, network: Any, direction_encoding: Any, color_network: Any,
                          geo_feat_dim: int, appearance_embedding_dim: int = 0) -> None:
     """What EncodedRadianceField (field.py) builds from these settings, resolved without building anything:

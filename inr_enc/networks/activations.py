@@ -37,4 +37,20 @@ ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "Sine": torch.sin,
     "SPDER": spder,
 }
-PERIODIC = ("Sine", "SPDER")  # activations that take omega_0-scaled pre-activations and SIREN's init
+PERIODIC = ("Sine", "SPDER")
+
+# tiny-cuda-nn's activations (common_device.h warp_activation), for its FullyFusedMLP and CutlassMLP. Softplus and
+# Squareplus are sharpened by K_ACT: softplus(10 z) / 10 and (10 z + sqrt((10 z)^2 + 4)) / 20.
+K_ACT = 10.0
+TCNN_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "None": lambda z: z,
+    "ReLU": torch.relu,
+    "LeakyReLU": lambda z: torch.nn.functional.leaky_relu(z, 0.01),
+    "SiLU": torch.nn.functional.silu,
+    "Exponential": torch.exp,
+    "Sine": torch.sin,
+    "Sigmoid": torch.sigmoid,
+    "Squareplus": lambda z: (K_ACT * z + torch.sqrt((K_ACT * z) ** 2 + 4)) / (2 * K_ACT),
+    "Softplus": lambda z: torch.nn.functional.softplus(z, beta=K_ACT),
+    "Tanh": torch.tanh,
+}  # activations that take omega_0-scaled pre-activations and SIREN's init

@@ -11,7 +11,7 @@ from torch import nn
 from ..config.checks import check_bool, check_choice, check_float, check_int, check_seed, config_error
 from ..encoders.base import Encoder, EncoderSpec, seeded_generator
 from .activations import ACTIVATIONS, PERIODIC, spder_arctan
-from .base import Network
+from .base import Network, in_row_blocks
 from .registry import register_network
 
 OTYPES = ("MLP", "FullyFusedMLP", "CutlassMLP")
@@ -20,20 +20,20 @@ DEFAULTS: dict[str, Any] = {
     "omega_0": 30.0, "first_omega_0": None, "spder_variant": "sqrt", "input_map": None, "bias": True, "seed": 1337,
 }
 MAX_HIDDEN_LAYERS = 1024  # each layer is its own nn.Linear module
-INFERENCE_ROWS = 1 << 16  # rows per pass when no gradient is needed (see MLP.forward)
 MAX_OMEGA = 1e5  # SIREN's audio uses 3000; beyond, float32 pre-activations have no sine left to speak of
 
 
-@register_network("FullyFusedMLP", "CutlassMLP")
+@register_network()
 class MLP(Network):
-    """``{"otype": "FullyFusedMLP" | "CutlassMLP" | "MLP", "n_neurons": 64, "n_hidden_layers": 2,
+    """``{"otype": "MLP", "n_neurons": 64, "n_hidden_layers": 2,
     "activation": "ReLU", "output_activation": "None"}`` (tcnn's keys) and, for "Sine"/"SPDER":
     ``omega_0`` (30), ``first_omega_0`` (defaults to omega_0; SIREN uses 3000 for audio), ``spder_variant``
     ("sqrt": sin(z) sqrt|z|, "arctan": sin(z) arctan(z) for audio).
 
     ``input_map``: "signed" maps inputs from [0, 1] to [-1, 1] first, "none" leaves them; the default is
-    "signed" for Sine/SPDER (SIREN and SPDER work on [-1, 1]) and "none" otherwise. ``bias``: tcnn's fused
-    MLPs have none; default true. Init: torch's nn.Linear default for ReLU-like nets; SIREN's for Sine/SPDER
+    "signed" for Sine/SPDER (SIREN and SPDER work on [-1, 1]) and "none" otherwise. ``bias``: default true.
+    tcnn's FullyFusedMLP/CutlassMLP (no biases, padded) are ``TcnnMLP``; a config of either otype that names one
+    of this class's own keys (``bias``, ``omega_0``, ...) builds this class under that otype. Init: torch's nn.Linear default for ReLU-like nets; SIREN's for Sine/SPDER
     (first layer U(+-1/fan_in), later layers U(+-sqrt(6/fan_in)/omega_0), biases U(+-1/sqrt(fan_in))),
     drawn from ``seed``. x: [..., n_input_dims] -> [..., n_output_dims].
     """
@@ -105,13 +105,9 @@ class MLP(Network):
                     layer.bias.copy_((torch.rand(layer.bias.shape, generator=generator) * 2 - 1) * bias_bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [..., n_input_dims] -> [..., n_output_dims], in the dtype of the weights. Without autograd, large
-        batches run INFERENCE_ROWS rows at a time (the same numbers up to float rounding; each layer's activations
-        then stay in cache, 2-3x faster on CPU for hundreds of thousands of rows)."""
-        if torch.is_grad_enabled() or x.dim() != 2 or len(x) <= INFERENCE_ROWS:
-            return self._layers(x)
-        out = [self._layers(x[i:i + INFERENCE_ROWS]) for i in range(0, len(x), INFERENCE_ROWS)]
-        return torch.cat(out)
+        """x: [..., n_input_dims] -> [..., n_output_dims], in the dtype of the weights (large batches without
+        autograd in blocks of rows: base.in_row_blocks)."""
+        return in_row_blocks(self._layers, x)
 
     def _layers(self, x: torch.Tensor) -> torch.Tensor:
         h = x.to(self.layers[0].weight.dtype)

@@ -16,8 +16,8 @@ DEFAULT_OTYPE = "MLP"
 
 def network_class(config: Any) -> type[Network]:
     """The class a network config names (``otype``, default MLP; case-insensitive); ValueError listing the valid ones."""
-    config = check_mapping("network", "network", config)
-    return NETWORKS.lookup(config.get("otype", DEFAULT_OTYPE))
+    config = check_mapping("network", "network", config) or {}
+    return NETWORKS.lookup(config.get("otype", DEFAULT_OTYPE)).class_for(config)
 
 
 def resolve_network(config: Any, n_output_dims: int, encoder: EncoderSpec) -> dict[str, Any]:
