@@ -127,6 +127,10 @@ def test_padded_inputs_hold_the_constants_tcnns_encodings_write():
     summed = build_encoder({"otype": "Composite", "reduction": "Sum", "nested": [
         {"otype": "Identity", "n_dims_to_encode": 2}, {"otype": "Frequency", "n_frequencies": 1}]}, 3).spec
     assert tcnn_input_columns(2, summed) == [None] * 2 + [2.0] * 14
+    mixed = {"otype": "Composite", "reduction": "Sum", "nested": [  # SH's ones would add to Identity's values
+        {"otype": "SphericalHarmonics", "degree": 3, "n_dims_to_encode": 3}, {"otype": "Identity"}]}
+    with pytest.raises(ValueError, match="tcnn would reduce padded dims with values here"):
+        Field(12, 1, {"encoding": mixed, "network": {"otype": "CutlassMLP", "n_neurons": 8, "n_hidden_layers": 1}})
 
 
 def field_configs():

@@ -116,6 +116,9 @@ class Composite(Encoder):
         specs = _nested_specs(spec.config)
         if spec.config["reduction"] != "Concatenation":
             padded = [s.cls.tcnn_columns(s, width) for s in specs]
+            if any(len({value is None for value in column}) > 1 for column in zip(*padded)):
+                raise config_error(cls.otype, "tcnn would reduce padded dims with values here (SphericalHarmonics pads "
+                                              "first, the others last): inr_enc has no layout for it")
             reduce = sum if spec.config["reduction"] == "Sum" else math.prod
             return [None if column[0] is None else float(reduce(column)) for column in zip(*padded)]
         columns: list[float | None] = []
