@@ -194,7 +194,7 @@ def test_a_field_computes_what_tcnns_layout_says(config, n_dims):
     params = torch.randn(tcnn_n_params(field), dtype=torch.float64) * 0.5
     load_tcnn_params(field, params)
     net = field.network.config
-    x = torch.rand(5, n_dims, dtype=torch.float64)
+    x = torch.rand(5, n_dims, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
     got = field(x).detach().numpy()
     flat = params.numpy()
     for point, row in zip(x.numpy(), got):
@@ -212,8 +212,10 @@ def test_a_field_computes_what_tcnns_layout_says(config, n_dims):
         expected, n_net = slow_network(flat, padded, net["n_neurons"], net["n_hidden_layers"], 4, net["activation"],
                                        net["output_activation"])
         assert n_net == tcnn_n_params(field.network)
-        # float32 grid weights (tcnn's arithmetic) under float64 tables: 1e-7 relative
-        np.testing.assert_allclose(row, expected, rtol=1e-6, atol=1e-9)
+        # the grid interpolates with float32 weights (tcnn's arithmetic): ~1e-7 of each feature, summed over the
+        # first layer's 16 inputs; the other encodings are float64 throughout
+        tolerance = 1e-5 if config["encoding"] is GRID else 1e-9
+        np.testing.assert_allclose(row, expected, rtol=tolerance, atol=tolerance)
 
 
 def test_every_tcnn_activation_as_tcnn_computes_it():
