@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config.checks import check_int, check_seed, config_error
+from ..config.checks import check_choice, check_int, check_seed, config_error
 from ..encoders.base import Encoder, EncoderSpec
 from ..ops.pcg32 import Pcg32
 from .activations import TCNN_ACTIVATIONS
@@ -56,14 +56,6 @@ def matrix_shapes(n_input_columns: int, n_output_dims: int, config: dict[str, An
     return [(width, n_input_columns)] + [(width, width)] * (hidden - 1) + [(padded_out, width)]
 
 
-def _canonical(name: str, value: Any, choices: dict[str, Any]) -> str:
-    """tcnn reads activation names case-insensitively."""
-    by_lower = {choice.lower(): choice for choice in choices}
-    if not isinstance(value, str) or value.lower() not in by_lower:
-        raise config_error("network", f"{name!r} must be one of {', '.join(choices)}, got {value!r}")
-    return by_lower[value.lower()]
-
-
 @register_network("CutlassMLP", "MegakernelMLP")
 class TcnnMLP(Network):
     """``{"otype": "FullyFusedMLP" | "CutlassMLP", "n_neurons": 128, "n_hidden_layers": 5, "activation": "ReLU",
@@ -89,7 +81,7 @@ class TcnnMLP(Network):
     @classmethod
     def _resolve(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
                  encoder: EncoderSpec | None) -> dict[str, Any]:
-        otype = _canonical("otype", config["otype"], {"FullyFusedMLP": 0, "CutlassMLP": 0, "MegakernelMLP": 0})
+        otype = check_choice("network", "otype", config["otype"], ("FullyFusedMLP", "CutlassMLP", "MegakernelMLP"))
         otype = "FullyFusedMLP" if otype == "MegakernelMLP" else otype  # tcnn's other name for it
         n_neurons = check_int("network", "n_neurons", config["n_neurons"], 1)
         fully_fused = otype == "FullyFusedMLP"
@@ -97,11 +89,12 @@ class TcnnMLP(Network):
         if fully_fused and n_neurons not in FULLY_FUSED_WIDTHS:
             raise config_error("network", f"FullyFusedMLP takes 16, 32, 64 or 128 'n_neurons' (as tcnn), got "
                                           f"{n_neurons}; CutlassMLP takes any")
-        activation = _canonical("activation", config["activation"], TCNN_ACTIVATIONS)
+        activation = check_choice("network", "activation", config["activation"], TCNN_ACTIVATIONS)
         if fully_fused and activation in FULLY_FUSED_UNSUPPORTED:
             raise config_error("network", f"tcnn's FullyFusedMLP has no {activation} hidden activation; CutlassMLP has")
         return {"otype": otype, "n_neurons": n_neurons, "n_hidden_layers": hidden, "activation": activation,
-                "output_activation": _canonical("output_activation", config["output_activation"], TCNN_ACTIVATIONS),
+                "output_activation": check_choice("network", "output_activation", config["output_activation"],
+                                                  TCNN_ACTIVATIONS),
                 "seed": check_seed("network", config["seed"])}
 
     @classmethod
