@@ -26,8 +26,8 @@ from nerfstudio.data.dataparsers.dnerf_dataparser import DNeRFDataParserConfig
 from ..config import check_mapping, load_config
 from ..config.schema import FIELD_KEYS, RUN_KEYS, resolve_field
 from ..encoders import encoder_spec
-from ..networks import MLP
-from ..networks.registry import resolve_network
+from ..networks import MLP, TcnnMLP
+from ..networks.registry import network_class, resolve_network
 
 
 @contextmanager
@@ -68,18 +68,17 @@ def resolve_encoding_config(text: str, geo_feat_dim: int) -> dict[str, Any]:
         return {key: resolved[key] for key in FIELD_KEYS if key in config}
 
 
-TCNN_NETWORK_OTYPES = ("fullyfusedmlp", "cutlassmlp", "megakernelmlp")
-
-
 def saved_before_tcnn_networks(state: dict[str, Any]) -> dict[str, Any]:
     """A config.yml written before inr_enc 0.2.0 (no ``written_by``), as its run was built: a density network named
     FullyFusedMLP/CutlassMLP was inr_enc's MLP with biases then (networks/tcnn_mlp.py ``class_for``)."""
     network = state.get("network")
     if "written_by" in state or not isinstance(network, dict) or "bias" in network:
         return state
-    if str(network.get("otype", "")).lower() in TCNN_NETWORK_OTYPES:
-        return {**state, "network": {**network, "bias": True}}
-    return state
+    try:
+        tcnn = network_class(network) is TcnnMLP  # the otypes TcnnMLP is registered for
+    except ValueError:  # an otype unknown here: building the model reports it
+        return state
+    return {**state, "network": {**network, "bias": True}} if tcnn else state
 
 
 def check_field_settings(encoding: Any, network: Any, direction_encoding: Any, color_network: Any,
