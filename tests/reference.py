@@ -116,3 +116,18 @@ def table_gradient(points, grad_out, n_entries, n_features, layout, grid_type, i
         for level, entry, weight in point_contributions(x, layout, grid_type, interpolation):
             grad[entry] += weight * g[level]
     return grad.reshape(-1)
+
+
+def tcnn_sh_degree4(x, y, z):
+    """tcnn's generated SH polynomials up to degree 4 (common_device.h sh_enc, constants as their formulas)."""
+    sp = math.sqrt(math.pi)
+    return [
+        1 / (2 * sp),
+        -math.sqrt(3) * y / (2 * sp), math.sqrt(3) * z / (2 * sp), -math.sqrt(3) * x / (2 * sp),
+        math.sqrt(15) * x * y / (2 * sp), -math.sqrt(15) * y * z / (2 * sp), math.sqrt(5) * (3 * z * z - 1) / (4 * sp),
+        -math.sqrt(15) * x * z / (2 * sp), math.sqrt(15) * (x * x - y * y) / (4 * sp),
+        math.sqrt(70) * y * (-3 * x * x + y * y) / (8 * sp), math.sqrt(105) * x * y * z / (2 * sp),
+        math.sqrt(42) * y * (1 - 5 * z * z) / (8 * sp), math.sqrt(7) * z * (5 * z * z - 3) / (4 * sp),
+        math.sqrt(42) * x * (1 - 5 * z * z) / (8 * sp), math.sqrt(105) * z * (x * x - y * y) / (4 * sp),
+        math.sqrt(70) * x * (-x * x + 3 * y * y) / (8 * sp),
+    ]

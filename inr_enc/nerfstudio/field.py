@@ -15,6 +15,10 @@ Optional per-image appearance embedding (``appearance_embedding_dim`` > 0; nerfa
 exposure or white balance varies): nerfstudio's ``Embedding(num_images, dim)``, read at each sample's camera index
 while training and appended to the colour network's input; at evaluation (other cameras than the training ones)
 the mean over the training images (nerfacto's ``use_average_appearance_embedding``). Density does not see it.
+
+``layout`` "instant-ngp" (Instant-NGP's NerfNetwork, instant_ngp.py): the colour network reads every density-network
+output (the raw density too), then the direction encoding of [direction, appearance code] (Instant-NGP's extra
+dims): ``color_input_encoding``, so a tcnn network pads that input as Instant-NGP's does.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from ..encoders import build_encoder
 from ..nerf.contraction import Norm
 from ..nerf.space import gaussians_to_unit, to_unit
 from ..networks import MLP, build_network
+from .instant_ngp import color_input_encoding
+
+LAYOUTS = ("inr_enc", "instant-ngp")
 
 
 class EncodedRadianceField(Field):
@@ -40,34 +47,44 @@ class EncodedRadianceField(Field):
     sigmoid added). ``backend``: the encoders' ("auto": tcnn on CUDA when installed, else inr_enc's kernels).
     ``contraction``: None for a bounded scene, "l2" or "linf" to contract space beyond the box (nerf/space.py).
     ``appearance_embedding_dim`` > 0: a learnt code of that size per training image (``num_images``), an input of
-    the colour network (module docstring)."""
+    the colour network; ``layout``: which inputs the colour network reads (module docstring)."""
 
     def __init__(self, aabb: torch.Tensor, encoding: dict[str, Any], network: dict[str, Any],
                  direction_encoding: dict[str, Any], color_network: dict[str, Any], geo_feat_dim: int = 15,
                  backend: str = "auto", contraction: Norm | None = None, appearance_embedding_dim: int = 0,
-                 num_images: int = 1) -> None:
+                 num_images: int = 1, layout: str = "inr_enc") -> None:
         super().__init__()
+        if layout not in LAYOUTS:
+            raise ValueError(f"EncodedRadianceField: layout must be one of {LAYOUTS}, got {layout!r}")
         self.contraction = contraction
         self.register_buffer("aabb", torch.as_tensor(aabb, dtype=torch.float32).reshape(2, 3).clone())
         self.position_encoder = build_encoder(encoding, 3, backend)
         # raw outputs: density goes through trunc_exp (a named config's Sigmoid would keep it >= 1 everywhere)
         self.density_network = build_network(1 + geo_feat_dim, {**network, "output_activation": "None"},
                                              self.position_encoder)
-        self.direction_encoder = build_encoder(direction_encoding, 3, backend)
         color = {**color_network, "output_activation": "Sigmoid"}
         self.appearance_embedding = Embedding(num_images, appearance_embedding_dim) if appearance_embedding_dim else None
-        self.color_network = MLP(self.direction_encoder.n_output_dims + geo_feat_dim + appearance_embedding_dim, 3,
-                                 color)
+        self.instant_ngp_layout = layout == "instant-ngp"
+        # what get_density hands to get_outputs: the geometry features, or (Instant-NGP) every density output
+        self.feature_dim = geo_feat_dim + self.instant_ngp_layout
+        if self.instant_ngp_layout:
+            self.color_encoder = build_encoder(color_input_encoding(direction_encoding, self.feature_dim),
+                                               self.feature_dim + 3 + appearance_embedding_dim, backend)
+            self.color_network = build_network(3, color, self.color_encoder)
+        else:
+            self.direction_encoder = build_encoder(direction_encoding, 3, backend)
+            self.color_network = MLP(self.direction_encoder.n_output_dims + geo_feat_dim + appearance_embedding_dim,
+                                     3, color)
         self.cone_traced = self.position_encoder.uses_cov
 
     def _density(self, x: torch.Tensor, inside: torch.Tensor, cov: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.density_network(self.position_encoder(x, cov))
         density = trunc_exp(h[..., :1].float()) * inside
-        return density, h[..., 1:]
+        return density, h if self.instant_ngp_layout else h[..., 1:]
 
     def get_density(self, ray_samples: RaySamples) -> tuple[torch.Tensor, torch.Tensor]:
-        """Samples [...] -> (density [..., 1] >= 0, geometry features [..., geo_feat_dim])."""
+        """Samples [...] -> (density [..., 1] >= 0, colour-network features [..., feature_dim])."""
         frustums = ray_samples.frustums
         if not self.cone_traced:
             return self._density(*to_unit(frustums.get_positions(), self.aabb, self.contraction))
@@ -80,21 +97,23 @@ class EncodedRadianceField(Field):
         return self._density(*to_unit(positions, self.aabb, self.contraction))[0]
 
     def density_and_features(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Positions [..., 3] world -> (density [..., 1], [..., 1 + geo_feat_dim]: the density, then the geometry
+        """Positions [..., 3] world -> (density [..., 1], [..., 1 + feature_dim]: the density, then the colour-network
         features): what a renderer keeps from the sampler's density pass (the model, when not cone traced)."""
         density, geometry = self._density(*to_unit(positions, self.aabb, self.contraction))
         return density, torch.cat([density, geometry], -1)
 
     def get_outputs(self, ray_samples: RaySamples, density_embedding: torch.Tensor | None = None
                     ) -> dict[FieldHeadNames, torch.Tensor]:
-        """Samples [...] -> {RGB: [..., 3] in [0, 1]}."""
+        """Samples [...] -> {RGB: [..., 3] in [0, 1]}; density_embedding: get_density's features [..., feature_dim]."""
         if density_embedding is None:
-            raise ValueError("EncodedRadianceField.get_outputs needs the geometry features from get_density")
-        directions = self.direction_encoder(get_normalized_directions(ray_samples.frustums.directions))
-        inputs = [directions, density_embedding]
-        if self.appearance_embedding is not None:
-            inputs.append(self._appearance(ray_samples, directions.shape[:-1]))
-        return {FieldHeadNames.RGB: self.color_network(torch.cat(inputs, -1))}
+            raise ValueError("EncodedRadianceField.get_outputs needs the features from get_density")
+        directions = get_normalized_directions(ray_samples.frustums.directions)
+        codes = [] if self.appearance_embedding is None else [self._appearance(ray_samples, directions.shape[:-1])]
+        if self.instant_ngp_layout:
+            inputs = self.color_encoder(torch.cat([density_embedding, directions, *codes], -1))
+        else:
+            inputs = torch.cat([self.direction_encoder(directions), density_embedding, *codes], -1)
+        return {FieldHeadNames.RGB: self.color_network(inputs)}
 
     def _appearance(self, ray_samples: RaySamples, batch_shape: torch.Size) -> torch.Tensor:
         """The appearance code of each sample [..., dim]: its camera's while training, else the mean code."""

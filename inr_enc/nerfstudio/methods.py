@@ -26,7 +26,7 @@ from nerfstudio.plugins.types import MethodSpecification
 from nerfstudio.utils.rich_utils import CONSOLE
 
 from .model import HASHGRID, InrNerfModelConfig
-from .optimizers import LazyAdamOptimizerConfig, LogLinearDecaySchedulerConfig
+from .optimizers import LazyAdamOptimizerConfig, LogLinearDecaySchedulerConfig, tcnn_optimizers
 from .settings import camera_optimizer_mode_for, samples_per_batch_for, scene_contraction_for
 
 MAX_ITERATIONS = 2000
@@ -67,6 +67,17 @@ class InrPipelineConfig(DynamicBatchPipelineConfig):
         return super().setup(**kwargs)
 
 
+@dataclass
+class InrTrainerConfig(TrainerConfig):
+    """nerfstudio's TrainerConfig; a model config that read an Instant-NGP config (``instant_ngp_config``) sets the
+    optimizers from its optimizer section (optimizers.py ``tcnn_optimizers``) when the config is made."""
+
+    def __post_init__(self) -> None:
+        training = getattr(self.pipeline.model, "tcnn_optimizer", None)
+        if training:
+            self.optimizers = tcnn_optimizers(training, self.optimizers.get("camera_opt"))
+
+
 def _trainer(name: str, model: InrNerfModelConfig, lr: float, table_lr: float) -> TrainerConfig:
     """Adam (eps 1e-15, as Instant-NGP; torch's betas (0.9, 0.999) where tcnn uses (0.9, 0.99)) for the
     networks at ``lr``, tcnn's lazy Adam for grid tables at ``table_lr``; both decay 10x over MAX_ITERATIONS
@@ -83,7 +94,7 @@ def _trainer(name: str, model: InrNerfModelConfig, lr: float, table_lr: float) -
         "camera_opt": {"optimizer": AdamOptimizerConfig(lr=1e-3, eps=1e-15),
                        "scheduler": LogLinearDecaySchedulerConfig(lr_final=1e-4, max_steps=5000)},
     }
-    return TrainerConfig(
+    return InrTrainerConfig(
         method_name=name,
         steps_per_eval_batch=500,
         steps_per_eval_image=500,

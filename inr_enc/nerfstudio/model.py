@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Literal, Optional, Tuple, Type
 
 import torch
 from nerfstudio.cameras.camera_optimizers import CameraOptimizer
-from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples
+from nerfstudio.cameras.rays import RayBundle
 from nerfstudio.engine.callbacks import TrainingCallback, TrainingCallbackAttributes, TrainingCallbackLocation
 from nerfstudio.field_components.field_heads import FieldHeadNames
 from nerfstudio.model_components import renderers
@@ -31,6 +31,7 @@ from torch import nn
 from torch.profiler import record_function
 from tyro.conf import Suppress
 
+from ..fitting.training import elementwise_loss
 from ..nerf.volume_rendering import accumulate, distortion, render_weights
 from ..ops.ranks import mean_over_ranks
 from ..ops.schedules import set_training_step
@@ -38,9 +39,9 @@ from ..optim import grid_tables
 from ..version import __version__
 from .evaluation import image_metrics_and_images, lpips_if_weights_on_disk
 from .field import EncodedRadianceField
-from .sampling import build_grid, sample_grid, update_grid
-from .settings import (AutoCameraOptimizerConfig, camera_optimizer_rules, check_field_settings, command_line_errors,
-                       resolve_encoding_config, saved_before_tcnn_networks)
+from .sampling import build_grid, crop_limits, packed_ray_samples, sample_grid, update_grid
+from .settings import AutoCameraOptimizerConfig, check_model_settings, command_line_errors, saved_before_tcnn_networks
+from .weight_average import WeightAverage
 
 # Instant-NGP's field (Müller et al. 2022, §5.4), sized for CPU: 16 levels from 16 to 512 cells (enough for
 # scenes of a few hundred pixels), 2^17 entries per level (tcnn's default is 2^19).
@@ -66,6 +67,19 @@ class InrNerfModelConfig(ModelConfig):
     encoding_config: Optional[str] = None
     """Replaces `encoding` as a whole: JSON text, a .json/.yaml file or an inr_enc config name; a field config's
     "network" replaces `network` too."""
+    instant_ngp_config: Optional[str] = None
+    """An Instant-NGP NeRF config (e.g. its configs/nerf/base.json; a file or JSON text) sets the field (encoding,
+    network, direction_encoding, color_network, geo_feat_dim, field_layout "instant-ngp"), rgb_loss, ema_decay and
+    the trainer's optimizers (docs/interop.md)."""
+    field_layout: Literal["inr_enc", "instant-ngp"] = "inr_enc"
+    """"instant-ngp": the colour network reads every density-network output (the raw density too), then the
+    direction encoding of [direction, appearance code], as Instant-NGP's NerfNetwork (field.py)."""
+    rgb_loss: str = "MSE"
+    """Loss of each ray's colour (fitting/training.py): MSE, L1, RelativeL1, RelativeL2, MAPE, SMAPE or Huber
+    (Instant-NGP's: delta 0.1, / 5)."""
+    ema_decay: Optional[float] = None
+    """tcnn's Ema: evaluation and rendering use this moving average of the field's weights (Instant-NGP: 0.95)."""
+    tcnn_optimizer: Suppress[Optional[Dict[str, Any]]] = None  # instant_ngp_config's optimizer, for the trainer
     network: Dict[str, Any] = field(default_factory=lambda: dict(DENSITY_NETWORK))
     """Density network: encoding -> 1 + geo_feat_dim."""
     direction_encoding: Dict[str, Any] = field(default_factory=lambda: dict(SPHERICAL_HARMONICS))
@@ -117,7 +131,7 @@ class InrNerfModelConfig(ModelConfig):
         """Every setting checked (settings.py) and ``encoding_config`` resolved: a bad one raises ValueError, or,
         while ns-train parses its command line, prints one line and exits with code 2 (no output folder yet)."""
         with command_line_errors(self):
-            self._check_settings()
+            check_model_settings(self)
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         """A config.yml saved before a setting existed (an older run's) loads with that setting's default: yaml
@@ -125,30 +139,6 @@ class InrNerfModelConfig(ModelConfig):
         defaults = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
                     for f in fields(self) if f.default is not MISSING or f.default_factory is not MISSING}
         self.__dict__.update({**defaults, **saved_before_tcnn_networks(state)})
-
-    def _check_settings(self) -> None:
-        checks = {"grid_resolution >= 1": self.grid_resolution >= 1, "grid_update_every >= 1": self.grid_update_every >= 1,
-                  "grid_warmup_steps >= 0": self.grid_warmup_steps >= 0, "geo_feat_dim >= 0": self.geo_feat_dim >= 0,
-                  "occupancy_threshold >= 0": self.occupancy_threshold >= 0,
-                  "render_step_size > 0": self.render_step_size is None or self.render_step_size > 0,
-                  "0 < early_stop_eps < 1": 0 < self.early_stop_eps < 1,
-                  "0 <= render_alpha_threshold < 1": 0 <= self.render_alpha_threshold < 1,
-                  "0 <= train_alpha_threshold < 1": self.train_alpha_threshold is None
-                  or 0 <= self.train_alpha_threshold < 1,
-                  "appearance_embedding_dim >= 0": self.appearance_embedding_dim >= 0,
-                  "distortion_loss_mult >= 0": self.distortion_loss_mult >= 0,
-                  **camera_optimizer_rules(self.camera_optimizer)}
-        failed = [rule for rule, ok in checks.items() if not ok]
-        if failed:
-            raise ValueError(f"InrNerfModelConfig: need {', '.join(failed)}")
-        if self.encoding_config is not None:
-            config = resolve_encoding_config(self.encoding_config, self.geo_feat_dim)
-            self.encoding = dict(config["encoding"])
-            if "network" in config:
-                self.network = dict(config["network"])
-            self.encoding_config = None  # resolved: the saved config.yml holds the dicts themselves
-        check_field_settings(self.encoding, self.network, self.direction_encoding, self.color_network,
-                             self.geo_feat_dim, self.appearance_embedding_dim)
 
 
 class InrNerfModel(Model):
@@ -163,7 +153,12 @@ class InrNerfModel(Model):
         contraction = None if cfg.scene_contraction in ("auto", "none") else cfg.scene_contraction
         self.field = EncodedRadianceField(aabb, cfg.encoding, cfg.network, cfg.direction_encoding, cfg.color_network,
                                           cfg.geo_feat_dim, cfg.backend, contraction,
-                                          cfg.appearance_embedding_dim, self.num_train_data)
+                                          cfg.appearance_embedding_dim, self.num_train_data, cfg.field_layout)
+        self.weight_average = None if cfg.ema_decay is None else WeightAverage(list(self.field.parameters()),
+                                                                                cfg.ema_decay)
+        if self.weight_average is not None:  # the model's hooks run before and after its field's weights load
+            self.register_load_state_dict_pre_hook(lambda model, *args: model.weight_average.before_load())
+            self.register_load_state_dict_post_hook(lambda model, keys: model.weight_average.loaded())
         poses = replace(cfg.camera_optimizer, mode="off") if cfg.camera_optimizer.mode == "auto" else cfg.camera_optimizer
         self.camera_optimizer: CameraOptimizer = poses.setup(num_cameras=self.num_train_data, device="cpu")
         self.train_alpha_threshold = cfg.train_alpha_threshold
@@ -194,8 +189,12 @@ class InrNerfModel(Model):
             set_training_step(self.field, step)
 
         before = [TrainingCallbackLocation.BEFORE_TRAIN_ITERATION]
-        return [TrainingCallback(before, set_step, update_every_num_iters=1),
-                TrainingCallback(before, update, update_every_num_iters=self.config.grid_update_every)]
+        callbacks = [TrainingCallback(before, set_step, update_every_num_iters=1),
+                     TrainingCallback(before, update, update_every_num_iters=self.config.grid_update_every)]
+        if self.weight_average is not None:  # after each optimiser step
+            callbacks.append(TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION],
+                                              lambda step: self.weight_average.update()))
+        return callbacks
 
     def update_to_step(self, step: int) -> None:
         set_training_step(self.field, step)
@@ -206,7 +205,6 @@ class InrNerfModel(Model):
         if self.training:
             self.camera_optimizer.apply_to_raybundle(ray_bundle)
         origins, directions = ray_bundle.origins.reshape(-1, 3), ray_bundle.directions.reshape(-1, 3)
-        pixel_area = ray_bundle.pixel_area.reshape(-1, 1)
         n = len(origins)
         alpha_threshold = self.train_alpha_threshold if self.training else self.config.render_alpha_threshold
         # rendering: the field's density pass in the sampler also gives the kept samples' density and geometry
@@ -218,16 +216,12 @@ class InrNerfModel(Model):
                 self.occupancy, origins, directions, self.step_size,
                 self.field.density_and_features if reuse else self.field.density_fn,
                 early_stop_eps=self.config.early_stop_eps, alpha_threshold=alpha_threshold, jitter=self.training,
-                clip=self._crop(ray_bundle), features=reuse)
-        cameras = ray_bundle.camera_indices  # the appearance embedding's index
-        samples = RaySamples(frustums=Frustums(
-            origins=origins[ray_indices], directions=directions[ray_indices], starts=starts[:, None],
-            ends=ends[:, None], pixel_area=pixel_area[ray_indices]),
-            camera_indices=None if cameras is None else cameras.reshape(-1, 1)[ray_indices])
+                clip=crop_limits(ray_bundle), features=reuse)
+        samples = packed_ray_samples(ray_bundle, ray_indices, starts, ends)
         with record_function("inr_nerf.field"):
             if reuse:
-                features = kept[0].reshape(len(ray_indices), 1 + self.config.geo_feat_dim)  # [0] when none kept
-                density, geometry = features.split([1, self.config.geo_feat_dim], -1)
+                features = kept[0].reshape(len(ray_indices), 1 + self.field.feature_dim)  # [0] when none kept
+                density, geometry = features.split([1, self.field.feature_dim], -1)
                 field_outputs = {**self.field.get_outputs(samples, geometry), FieldHeadNames.DENSITY: density}
             else:
                 field_outputs = self.field(samples)
@@ -248,13 +242,6 @@ class InrNerfModel(Model):
             "depth": depth / opacity.clamp_min(1e-10),
             "num_samples_per_ray": torch.bincount(ray_indices, minlength=n)[:, None].float(),
         }
-
-    @staticmethod
-    def _crop(ray_bundle: RayBundle) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-        """The bundle's near/far limits (set from the viewer's and ns-render's crop box), if any."""
-        if ray_bundle.nears is None or ray_bundle.fars is None:
-            return None
-        return ray_bundle.nears.reshape(-1), ray_bundle.fars.reshape(-1)
 
     def get_rgba_image(self, outputs: Dict[str, torch.Tensor], output_name: str = "rgb") -> torch.Tensor:
         """[..., 3] colour and accumulation -> [..., 4] RGBA (ns-render's "rgba" output, exporters)."""
@@ -282,7 +269,8 @@ class InrNerfModel(Model):
 
     def get_loss_dict(self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor],
                       metrics_dict: Optional[Dict[str, torch.Tensor]] = None) -> Dict[str, torch.Tensor]:
-        losses = {"rgb_loss": torch.mean((outputs["rgb"] - self._target_image(batch["image"])) ** 2)}
+        target = self._target_image(batch["image"])
+        losses = {"rgb_loss": elementwise_loss(self.config.rgb_loss, outputs["rgb"], target).mean()}
         if self.training:
             if "distortion" in outputs:
                 losses["distortion_loss"] = self.config.distortion_loss_mult * outputs["distortion"].mean()

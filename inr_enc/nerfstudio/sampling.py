@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples
 
 from ..nerf.contraction import Norm
 from ..nerf.occupancy import DensityFn, OccupancyGrid
@@ -40,3 +41,24 @@ def sample_grid(grid: OccupancyGrid, origins: torch.Tensor, directions: torch.Te
     step where it marches with one -> (ray_indices [M], t_starts [M], t_ends [M][, features [M, C]])."""
     fixed_step = () if isinstance(grid, ContractedOccupancyGrid) else (step_size,)
     return grid.sample(origins, directions, *fixed_step, density_fn, **options)
+
+
+def crop_limits(ray_bundle: RayBundle) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The bundle's near/far limits [N] each (set from the viewer's and ns-render's crop box), if any."""
+    if ray_bundle.nears is None or ray_bundle.fars is None:
+        return None
+    return ray_bundle.nears.reshape(-1), ray_bundle.fars.reshape(-1)
+
+
+def packed_ray_samples(ray_bundle: RayBundle, ray_indices: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor
+                       ) -> RaySamples:
+    """sample_grid's packed samples (ray index, start, end [M]) of a flat bundle of N rays as nerfstudio's
+    RaySamples [M] (with each ray's camera index: the appearance embedding reads it)."""
+    def rays(value: torch.Tensor) -> torch.Tensor:  # [..., C] per ray -> [M, C] per sample
+        return value.reshape(-1, value.shape[-1])[ray_indices]
+
+    cameras = ray_bundle.camera_indices
+    return RaySamples(frustums=Frustums(origins=rays(ray_bundle.origins), directions=rays(ray_bundle.directions),
+                                        starts=starts[:, None], ends=ends[:, None],
+                                        pixel_area=rays(ray_bundle.pixel_area)),
+                      camera_indices=None if cameras is None else rays(cameras))

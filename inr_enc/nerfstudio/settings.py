@@ -28,6 +28,7 @@ from ..config.schema import FIELD_KEYS, RUN_KEYS, resolve_field
 from ..encoders import encoder_spec
 from ..networks import MLP, TcnnMLP
 from ..networks.registry import network_class, resolve_network
+from .instant_ngp import RGB_LOSSES, color_input_encoding, read_instant_ngp_config
 
 
 @contextmanager
@@ -82,7 +83,7 @@ def saved_before_tcnn_networks(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_field_settings(encoding: Any, network: Any, direction_encoding: Any, color_network: Any,
-                         geo_feat_dim: int, appearance_embedding_dim: int = 0) -> None:
+                         geo_feat_dim: int, appearance_embedding_dim: int = 0, layout: str = "inr_enc") -> None:
     """What EncodedRadianceField (field.py) builds from these settings, resolved without building anything:
     ValueError naming the setting and the problem (unknown otype or key, with a close match; a bad value)."""
     with naming("encoding"):
@@ -90,12 +91,58 @@ def check_field_settings(encoding: Any, network: Any, direction_encoding: Any, c
     with naming("network"):
         network = check_mapping("network", "network", network, allow_none=False)
         resolve_network({**network, "output_activation": "None"}, 1 + geo_feat_dim, position)
+    with naming("color_network", "network"):
+        color = {**check_mapping("network", "color_network", color_network, allow_none=False),
+                 "output_activation": "Sigmoid"}
+    if layout == "instant-ngp":  # the direction encoding reads [direction, appearance code]; any colour network
+        with naming("direction_encoding", "encoding"):
+            inputs = encoder_spec(color_input_encoding(direction_encoding, 1 + geo_feat_dim),
+                                  1 + geo_feat_dim + 3 + appearance_embedding_dim)
+        with naming("color_network", "network"):
+            resolve_network(color, 3, inputs)
+        return
     with naming("direction_encoding", "encoding"):
         direction = encoder_spec(direction_encoding, 3)
     with naming("color_network", "network"):
-        color = check_mapping("network", "color_network", color_network, allow_none=False)
-        MLP.resolve_config({**color, "output_activation": "Sigmoid"},
-                           direction.n_output_dims + geo_feat_dim + appearance_embedding_dim, 3)
+        MLP.resolve_config(color, direction.n_output_dims + geo_feat_dim + appearance_embedding_dim, 3)
+
+
+def check_model_settings(config: Any) -> None:
+    """An InrNerfModelConfig's settings checked, ``encoding_config`` and ``instant_ngp_config`` resolved into the
+    settings they set (then None: config.yml holds the resolved settings); ValueError naming what is wrong."""
+    checks = {"grid_resolution >= 1": config.grid_resolution >= 1, "grid_update_every >= 1": config.grid_update_every >= 1,
+              "grid_warmup_steps >= 0": config.grid_warmup_steps >= 0, "geo_feat_dim >= 0": config.geo_feat_dim >= 0,
+              "occupancy_threshold >= 0": config.occupancy_threshold >= 0,
+              "render_step_size > 0": config.render_step_size is None or config.render_step_size > 0,
+              "0 < early_stop_eps < 1": 0 < config.early_stop_eps < 1,
+              "0 <= render_alpha_threshold < 1": 0 <= config.render_alpha_threshold < 1,
+              "0 <= train_alpha_threshold < 1": config.train_alpha_threshold is None
+              or 0 <= config.train_alpha_threshold < 1,
+              "appearance_embedding_dim >= 0": config.appearance_embedding_dim >= 0,
+              "distortion_loss_mult >= 0": config.distortion_loss_mult >= 0,
+              "0 < ema_decay < 1": config.ema_decay is None or 0 < config.ema_decay < 1,
+              f"rgb_loss in ({', '.join(RGB_LOSSES)})": config.rgb_loss in RGB_LOSSES,
+              "encoding_config and instant_ngp_config not both":
+              config.encoding_config is None or config.instant_ngp_config is None,
+              **camera_optimizer_rules(config.camera_optimizer)}
+    failed = [rule for rule, ok in checks.items() if not ok]
+    if failed:
+        raise ValueError(f"InrNerfModelConfig: need {', '.join(failed)}")
+    if config.encoding_config is not None:
+        resolved = resolve_encoding_config(config.encoding_config, config.geo_feat_dim)
+        config.encoding = dict(resolved["encoding"])
+        if "network" in resolved:
+            config.network = dict(resolved["network"])
+        config.encoding_config = None
+    if config.instant_ngp_config is not None:
+        with naming("instant_ngp_config"):
+            settings = read_instant_ngp_config(config.instant_ngp_config)
+        config.tcnn_optimizer = settings.pop("optimizer")
+        for key, value in settings.items():
+            setattr(config, key, value)
+        config.field_layout, config.instant_ngp_config = "instant-ngp", None
+    check_field_settings(config.encoding, config.network, config.direction_encoding, config.color_network,
+                         config.geo_feat_dim, config.appearance_embedding_dim, config.field_layout)
 
 
 BOUNDED_DATAPARSERS = (BlenderDataParserConfig, DNeRFDataParserConfig)  # synthetic objects in a box

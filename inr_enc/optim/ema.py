@@ -17,11 +17,14 @@ import torch
 
 class WeightEma:
     """The moving average of ``params`` (updated by :meth:`update` after each optimiser step); :meth:`applied`
-    swaps it into the parameters for evaluation. ``state_dict``/``load_state_dict`` for checkpoints."""
+    swaps it into the parameters for evaluation. ``state_dict``/``load_state_dict`` for checkpoints. ``average``,
+    ``steps``: float32 tensors shaped as ``params`` to keep the average in (updated in place), and its step count
+    (default: zeros, 0)."""
 
-    def __init__(self, params: list[torch.nn.Parameter], decay: float) -> None:
-        self.params, self.decay, self.steps = list(params), decay, 0
-        self.average = [torch.zeros_like(p, dtype=torch.float32) for p in self.params]
+    def __init__(self, params: list[torch.nn.Parameter], decay: float, average: list[torch.Tensor] | None = None,
+                 steps: int = 0) -> None:
+        self.params, self.decay, self.steps = list(params), decay, steps
+        self.average = [torch.zeros_like(p, dtype=torch.float32) for p in self.params] if average is None else average
 
     @torch.no_grad()
     def update(self) -> None:
