@@ -4,6 +4,7 @@ ns-train run of Instant-NGP's configs/nerf/base.json. References are written fro
 (nerf_network.h, nerf_device.cuh, testbed.cu) and tcnn 6ee3546 (optimizers/ema.h, exponential_decay.h)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -101,15 +102,24 @@ def test_base_config_builds_instant_ngps_nerf_network(configs):
     with torch.no_grad():
         density, features = field.get_density(ray_samples)
         rgb = field.get_outputs(ray_samples, features)[FieldHeadNames.RGB]
-        # reference: the rgb network reads [all 16 density outputs, tcnn's SH of degree 4 of d], no biases
+        # reference, no biases: h = density network of the 32 grid features (no padding), the rgb network reads
+        # [all 16 outputs of h, tcnn's SH of degree 4 of d]
         x = (ray_samples.frustums.get_positions() + 1.5) / 3
-        h = field.density_network(field.position_encoder(x))
+        v = [layer.weight for layer in field.density_network.layers]
+        h = torch.relu(field.position_encoder(x) @ v[0].T) @ v[1].T
         w = [layer.weight for layer in field.color_network.layers]
         sh = torch.tensor([tcnn_sh_degree4(*d) for d in ray_samples.frustums.directions.tolist()], dtype=torch.float64)
         inputs = torch.cat([h, sh], -1)
         expected = torch.sigmoid(torch.relu(torch.relu(inputs @ w[0].T) @ w[1].T) @ w[2].T)[:, :3]
-    assert torch.allclose(density[:, 0].double(), torch.exp(h[:, 0]), rtol=1e-6)  # nerf_device.cuh: exp(output 0)
-    assert torch.allclose(features, h) and torch.allclose(rgb, expected, atol=1e-12)
+    # nerf_device.cuh: exp(output 0), per length of the unit cube: the 3-unit scene box -> / 3 per world length
+    assert torch.allclose(density[:, 0].double(), torch.exp(h[:, 0]) / 3, rtol=1e-6)
+    assert torch.allclose(features, h, atol=1e-12) and torch.allclose(rgb, expected, atol=1e-12)
+    # n_output_dims 8: tcnn still computes 16 (padded) outputs and the rgb network reads all of them
+    eight = {**NGP_NERF_BASE, "network": {**NGP_NERF_BASE["network"], "n_output_dims": 8}}
+    config = InrNerfModelConfig(instant_ngp_config=json.dumps(eight), grid_resolution=16)
+    field = config.setup(scene_box=BOX, num_train_data=1).field
+    assert config.geo_feat_dim == 15 and field.density_network.layers[-1].weight.shape == (16, 64)
+    assert field.color_network.layers[0].weight.shape == (64, 32)
 
 
 def test_parent_configs_and_other_networks_build(configs):
@@ -196,6 +206,23 @@ def test_ema_is_evaluated_swapped_back_for_training_and_saved():
     assert all(torch.equal(p, r) for p, r in zip(fresh.m.parameters(), raw))
 
 
+def test_a_model_saved_while_evaluating_keeps_its_raw_weights(configs):
+    model = InrNerfModelConfig(instant_ngp_config=str(configs / "small.json"), grid_resolution=16).setup(
+        scene_box=BOX, num_train_data=1)
+    g = torch.Generator().manual_seed(4)
+    for _ in range(2):
+        with torch.no_grad():
+            for p in model.field.parameters():
+                p.add_(torch.randn(p.shape, generator=g))
+        model.weight_average.update()
+    raw = {name: p.detach().clone() for name, p in model.field.named_parameters()}
+    model.eval()  # the viewer renders in eval mode while the trainer may save
+    assert not torch.equal(model.field.density_network.layers[0].weight, raw["density_network.layers.0.weight"])
+    state = model.state_dict()
+    assert all(torch.equal(state[f"field.{name}"], value) for name, value in raw.items())
+    assert not torch.equal(state["weight_average.average_1"], raw["density_network.layers.0.weight"])
+
+
 @pytest.mark.parametrize("text, message", [
     ('{"encoding": {}, "network": {}, "dir_encoding": {}, "rgb_netwrok": {}}',
      "instant_ngp_config: unknown config key 'rgb_netwrok' (did you mean 'rgb_network'?)"),
@@ -204,6 +231,10 @@ def test_ema_is_evaluated_swapped_back_for_training_and_saved():
      "instant_ngp_config: loss: otype 'LogL1' is not supported here"),
     ('{"optimizer": {"otype": "Lion"}, "encoding": {}, "network": {}, "dir_encoding": {}, "rgb_network": {}}',
      "instant_ngp_config: optimizer: Lion is trained by inr-fit only"),
+    ('{"encoding": {}, "network": {}, "dir_encoding": {}, "rgb_network": {"output_activation": "Sigmoid"}}',
+     "instant_ngp_config: rgb_network: 'output_activation' 'Sigmoid': Instant-NGP's NeRF networks end in None"),
+    ('{"optimizer": {"otype": "Ema", "decay": 1.0}, "encoding": {}, "network": {}, "dir_encoding": {},'
+     ' "rgb_network": {}}', "InrNerfModelConfig: need 0 < ema_decay < 1"),
 ])
 def test_bad_instant_ngp_configs_are_refused_in_one_line(text, message, capsys, monkeypatch):
     import tyro
@@ -214,27 +245,77 @@ def test_bad_instant_ngp_configs_are_refused_in_one_line(text, message, capsys, 
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"ns-train: {message}"), lines
-    with pytest.raises(ValueError, match="encoding_config and instant_ngp_config not both"):
+    with pytest.raises(ValueError, match="give encoding_config or instant_ngp_config, not both"):
         InrNerfModelConfig(encoding_config="hashgrid", instant_ngp_config=text)
 
 
-def test_ns_train_runs_instant_ngps_base_config_and_evaluates_its_average(configs, tmp_path):
-    result = subprocess.run(
-        [str(BIN / "ns-train"), "inr-hashgrid", "--machine.device-type", "cpu", "--max-num-iterations", "8",
-         "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True", "--output-dir", str(tmp_path),
-         "--experiment-name", "p", "--timestamp", "run", "--steps-per-eval-batch", "0", "--steps-per-eval-image", "0",
-         "--pipeline.model.instant-ngp-config", str(configs / "base.json"), "blender-data", "--data", str(SCENE)],
-        cwd=ROOT, env={"CUDA_VISIBLE_DEVICES": "", **dict(__import__("os").environ)}, capture_output=True, text=True,
-        timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_flags_the_config_sets_are_refused_and_nerf_mape_is_relative_l1(configs):
+    with pytest.raises(ValueError, match=r"^instant_ngp_config sets rgb_loss, ema_decay: leave those flags out"):
+        InrNerfModelConfig(instant_ngp_config=str(configs / "base.json"), rgb_loss="L1", ema_decay=0.5)
+    mape = {**NGP_NERF_BASE, "loss": {"otype": "MAPE"}}  # nerf_device.cuh: |d| / (|prediction| + 0.01)
+    assert InrNerfModelConfig(instant_ngp_config=json.dumps(mape)).rgb_loss == "RelativeL1"
+    assert InrNerfModelConfig(instant_ngp_config=json.dumps({**NGP_NERF_BASE, "loss": {}})).rgb_loss == "MSE"
+
+
+def run(*args, cwd=ROOT):
+    result = subprocess.run([str(a) for a in args], cwd=cwd, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"{args[0]}: {result.stderr[-3000:]}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def ngp_run(configs, tmp_path_factory):
+    """ns-train inr-hashgrid with Instant-NGP's base.json, 8 iterations on CPU, on the bundled scene with its
+    first 2 test views -> (the run's config.yml, the scene)."""
+    out = tmp_path_factory.mktemp("ngp")
+    scene = out / "primitives"
+    scene.mkdir()
+    for name in ("train", "val", "test", "transforms_train.json", "transforms_val.json"):
+        (scene / name).symlink_to(SCENE / name)
+    test = json.loads((SCENE / "transforms_test.json").read_text())
+    (scene / "transforms_test.json").write_text(json.dumps({**test, "frames": test["frames"][:2]}))
+    run(BIN / "ns-train", "inr-hashgrid", "--machine.device-type", "cpu", "--max-num-iterations", "8",
+        "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True", "--output-dir", out,
+        "--experiment-name", "p", "--timestamp", "run", "--steps-per-eval-batch", "0", "--steps-per-eval-image", "0",
+        "--pipeline.model.instant-ngp-config", configs / "base.json", "blender-data", "--data", scene)
+    return out / "p" / "inr-hashgrid" / "run" / "config.yml", scene
+
+
+def test_ns_train_runs_instant_ngps_base_config_and_evaluates_its_average(ngp_run):
     from nerfstudio.utils.eval_utils import eval_setup
 
-    config, pipeline, _, step = eval_setup(tmp_path / "p" / "inr-hashgrid" / "run" / "config.yml", test_mode="test")
+    config, pipeline, _, step = eval_setup(ngp_run[0], test_mode="test")
     assert step == 7 and config.optimizers["fields"]["optimizer"].weight_decay == 1e-6
     model = pipeline.model
     assert not model.training and int(model.weight_average.steps) == 8
-    averages = [getattr(model.weight_average, f"average_{i}") for i in range(len(list(model.field.parameters())))]
+    checkpoint = torch.load(max((ngp_run[0].parent / "nerfstudio_models").glob("*.ckpt")), weights_only=True)
+    saved = checkpoint["pipeline"]
+    names = [name for name, _ in model.field.named_parameters()]
+    averages = [saved[f"_model.weight_average.average_{i}"] for i in range(len(names))]
     assert all(torch.equal(p, a) for p, a in zip(model.field.parameters(), averages))  # evaluated: the average
-    model.train()
+    model.train()  # trained: the raw weights the checkpoint holds, which differ from the average
+    assert all(torch.equal(p, saved[f"_model.field.{name}"]) for name, p in zip(names, model.field.parameters()))
     assert not all(torch.equal(p, a) for p, a in zip(model.field.parameters(), averages))
     assert np.isfinite(pipeline.model.get_outputs(pipeline.datamanager.next_train(0)[0])["rgb"].detach()).all()
+
+
+def test_inr_snapshot_exports_and_imports_a_run_that_ns_render_renders_the_same(ngp_run, tmp_path):
+    from nerfstudio.utils.eval_utils import eval_setup
+
+    config_path, scene = ngp_run
+    run(BIN / "inr-snapshot", "export", "--load-config", config_path, "--output", tmp_path / "scene.ingp")
+    imported = Path(run(BIN / "inr-snapshot", "import", tmp_path / "scene.ingp", "--data", scene,
+                        "--output-dir", tmp_path / "outputs").strip())
+    assert imported == tmp_path / "outputs" / "primitives" / "inr-hashgrid" / "snapshot" / "config.yml"
+    run(BIN / "ns-render", "dataset", "--load-config", imported, "--split", "test", "--rendered-output-names", "rgb",
+        "--output-path", tmp_path / "renders")
+    assert len(list((tmp_path / "renders").glob("**/*.png")) + list((tmp_path / "renders").glob("**/*.jpg"))) == 2
+    renders = []
+    for path in (config_path, imported):
+        _, pipeline, _, step = eval_setup(path, test_mode="test")
+        camera = pipeline.datamanager.eval_dataset.cameras[0:1]
+        with torch.no_grad():
+            renders.append(pipeline.model.get_outputs_for_camera(camera))
+        assert step == 7
+    assert all(torch.equal(renders[0][k], renders[1][k]) for k in ("rgb", "accumulation", "depth"))

@@ -67,6 +67,31 @@ def test_optical_depth_stays_exact_after_long_lists():
     assert before[-3:].tolist() == pytest.approx([0.0, 1e-3, 3e-3], abs=1e-7)  # float32 sums: off by ~4
 
 
+@pytest.mark.parametrize("huge", [float("inf"), 1e38])
+def test_an_overflowing_density_is_an_opaque_sample_and_leaves_other_rays_alone(huge):
+    # ray 0: tau 0.5, then an overflowing density (exp of a network output past 88 is inf in float32), then more;
+    # rays 1 and 2 come after it in the packed list
+    sigmas = torch.tensor([5.0, huge, 3.0, 2.0, 4.0, 1.0], dtype=torch.float32)
+    deltas = torch.full((6,), 0.1)
+    ray_indices = torch.tensor([0, 0, 0, 1, 1, 2])
+    weights, transmittance = render_weights(sigmas, deltas, ray_indices, 3)
+    t1 = math.exp(-0.5)  # by hand: Max's quadrature, the huge sample fully opaque
+    expected = [1 - t1, t1, 0.0, 1 - math.exp(-0.2), math.exp(-0.2) * (1 - math.exp(-0.4)), 1 - math.exp(-0.1)]
+    assert weights.tolist() == pytest.approx(expected, rel=1e-6, abs=1e-30)
+    assert bool(torch.isfinite(transmittance).all())
+    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=4)
+    origins, directions = axis_rays(n=3)
+    clean = grid.sample(origins, directions, 0.02, lambda p: torch.full((len(p),), 0.5), early_stop_eps=1e-4)
+
+    def with_an_overflow(points):  # the first ray's points past x = 0 overflow; the others see fog
+        return torch.where(((points[:, 1] - origins[0, 1]).abs() < 1e-6) & (points[:, 0] > 0), huge, 0.5)
+
+    rays, starts, _ = grid.sample(origins, directions, 0.02, with_an_overflow, early_stop_eps=1e-4)
+    for ray in (1, 2):  # marching the other rays is unchanged
+        assert torch.equal(starts[rays == ray], clean[1][clean[0] == ray])
+    assert float(starts[rays == 0].max()) < 2.02  # the first ray stops at its opaque sample (x = 0: t = 2)
+
+
 def test_unsorted_ray_indices_are_rejected():
     with pytest.raises(ValueError, match="sorted"):
         render_weights(torch.ones(3), torch.ones(3), torch.tensor([0, 2, 1]), 3)

@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 from ..ops.precision import wide_dtype
 from ..ops.ranks import max_over_ranks
-from .volume_rendering import sum_before
+from .volume_rendering import optical_depth, sum_before
 
 CHUNK = 1 << 18  # points per density evaluation during an update
 COARSE = 8  # fine cells per coarse cell along each axis (the coarse pass that skips empty space)
@@ -107,6 +107,13 @@ class OccupancyGrid(nn.Module):
         values = torch.cat([opacity_fn(points[i:i + CHUNK]).reshape(-1) for i in range(0, len(points), CHUNK)])
         self.opacity.mul_(self.decay).scatter_reduce_(0, cells, values.to(self.opacity.dtype), "amax")
         max_over_ranks(self.opacity)
+        self.set_opacity(self.opacity)
+
+    @torch.no_grad()
+    def set_opacity(self, opacity: torch.Tensor) -> None:
+        """Replace every cell's value (flat [resolution^3], x slowest; e.g. a loaded snapshot's) and the
+        occupancy that follows from it, as an update leaves them."""
+        self.opacity.copy_(opacity.reshape(-1))
         self.occupied.copy_(self.opacity > min(self.threshold, self._mean_opacity()))
         self._update_bounds()
 
@@ -144,6 +151,13 @@ class OccupancyGrid(nn.Module):
         """points: [..., 3] world -> [..., 3] integer fine-cell coordinates (outside [0, resolution) off the grid)."""
         lo, hi = self.aabb[0], self.aabb[1]
         return torch.floor((points - lo) / (hi - lo) * self.resolution).long()
+
+    def opacity_at(self, points: torch.Tensor) -> torch.Tensor:
+        """points: [P, 3] world -> [P] the value of the cell each lies in, 0 outside the grid."""
+        ijk = self._cell_of(points)
+        inside = ((ijk >= 0) & (ijk < self.resolution)).all(-1)
+        values = self.opacity[_flat_index(ijk.clamp(0, self.resolution - 1), self.resolution)]
+        return torch.where(inside, values, torch.zeros_like(values))
 
     def occupied_at(self, points: torch.Tensor) -> torch.Tensor:
         """points: [P, 3] world -> [P] bool, False outside the grid."""
@@ -270,7 +284,7 @@ def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int,
             if features:
                 density, point_features = density
                 payload = (*payload, point_features)
-            tau = density.reshape(-1).to(depth.dtype) * lengths.to(depth.dtype)
+            tau = optical_depth(density.reshape(-1).to(depth.dtype), lengths.to(depth.dtype))
             before = depth[rays] + sum_before(tau, rays, n)
             keep = (before < max_depth) & (1 - torch.exp(-tau) > alpha_threshold)
             depth.index_add_(0, rays, tau)

@@ -32,11 +32,23 @@ def sum_before(values: torch.Tensor, ray_indices: torch.Tensor, n_rays: int) -> 
     return (exclusive - ray_start[ray_indices]).to(values.dtype)
 
 
+# Optical depth past which a sample is opaque to float precision (exp(-100) < 4e-44): each sample's is capped
+# there, so an overflowing density (inf, or 1e38: exp of a network output past 88) stays a finite opaque sample
+# instead of turning the packed list's running sums into inf - inf = NaN, or swamping them, for every later ray.
+MAX_OPTICAL_DEPTH = 100.0
+
+
+def optical_depth(sigmas: torch.Tensor, deltas: torch.Tensor) -> torch.Tensor:
+    """sigmas, deltas: [M] (density >= 0, interval length > 0) -> tau = sigma * delta [M], at most
+    MAX_OPTICAL_DEPTH."""
+    return (sigmas * deltas).clamp_max(MAX_OPTICAL_DEPTH)
+
+
 def render_weights(sigmas: torch.Tensor, deltas: torch.Tensor, ray_indices: torch.Tensor, n_rays: int
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """sigmas, deltas: [M] (density >= 0, interval length > 0) -> (weights [M], transmittance before each
     sample [M]), both in [0, 1]."""
-    tau = sigmas * deltas
+    tau = optical_depth(sigmas, deltas)
     transmittance = torch.exp(-sum_before(tau, ray_indices, n_rays))
     return transmittance * (1 - torch.exp(-tau)), transmittance
 

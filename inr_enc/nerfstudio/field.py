@@ -18,7 +18,10 @@ the mean over the training images (nerfacto's ``use_average_appearance_embedding
 
 ``layout`` "instant-ngp" (Instant-NGP's NerfNetwork, instant_ngp.py): the colour network reads every density-network
 output (the raw density too), then the direction encoding of [direction, appearance code] (Instant-NGP's extra
-dims): ``color_input_encoding``, so a tcnn network pads that input as Instant-NGP's does.
+dims): ``color_input_encoding``, so a tcnn network pads that input as Instant-NGP's does. Density is then per length
+of the unit cube the encoders read (Instant-NGP's unit), so a snapshot renders the same in both (snapshot.py).
+``unit_frame`` [3, 4] (Instant-NGP layout, bounded): an affine map from world points to that cube in place of the
+scene box's (an imported Instant-NGP snapshot's axes and scale); directions go through its linear part.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from nerfstudio.fields.base_field import Field, get_normalized_directions
 
 from ..encoders import build_encoder
 from ..nerf.contraction import Norm
-from ..nerf.space import gaussians_to_unit, to_unit
+from ..nerf.space import (frame_gaussians_to_unit, frame_to_unit, gaussians_to_unit, to_unit,
+                          unit_lengths_per_world_length)
 from ..networks import MLP, build_network
 from .instant_ngp import color_input_encoding
 
@@ -52,12 +56,18 @@ class EncodedRadianceField(Field):
     def __init__(self, aabb: torch.Tensor, encoding: dict[str, Any], network: dict[str, Any],
                  direction_encoding: dict[str, Any], color_network: dict[str, Any], geo_feat_dim: int = 15,
                  backend: str = "auto", contraction: Norm | None = None, appearance_embedding_dim: int = 0,
-                 num_images: int = 1, layout: str = "inr_enc") -> None:
+                 num_images: int = 1, layout: str = "inr_enc", unit_frame: torch.Tensor | None = None) -> None:
         super().__init__()
         if layout not in LAYOUTS:
             raise ValueError(f"EncodedRadianceField: layout must be one of {LAYOUTS}, got {layout!r}")
+        if unit_frame is not None and (layout != "instant-ngp" or contraction is not None):
+            raise ValueError("EncodedRadianceField: a unit_frame is for the Instant-NGP layout of a bounded scene")
         self.contraction = contraction
         self.register_buffer("aabb", torch.as_tensor(aabb, dtype=torch.float32).reshape(2, 3).clone())
+        frame = None if unit_frame is None else torch.as_tensor(unit_frame, dtype=torch.float32).reshape(3, 4).clone()
+        self.register_buffer("unit_frame", frame)
+        # Instant-NGP's density is per length of its unit cube; inr_enc's per world length
+        self.density_scale = unit_lengths_per_world_length(self.aabb, contraction, frame) if layout == "instant-ngp" else 1.0
         self.position_encoder = build_encoder(encoding, 3, backend)
         # raw outputs: density goes through trunc_exp (a named config's Sigmoid would keep it >= 1 everywhere)
         self.density_network = build_network(1 + geo_feat_dim, {**network, "output_activation": "None"},
@@ -80,26 +90,35 @@ class EncodedRadianceField(Field):
     def _density(self, x: torch.Tensor, inside: torch.Tensor, cov: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.density_network(self.position_encoder(x, cov))
-        density = trunc_exp(h[..., :1].float()) * inside
+        density = trunc_exp(h[..., :1].float()) * self.density_scale * inside
         return density, h if self.instant_ngp_layout else h[..., 1:]
 
     def get_density(self, ray_samples: RaySamples) -> tuple[torch.Tensor, torch.Tensor]:
         """Samples [...] -> (density [..., 1] >= 0, colour-network features [..., feature_dim])."""
         frustums = ray_samples.frustums
         if not self.cone_traced:
-            return self._density(*to_unit(frustums.get_positions(), self.aabb, self.contraction))
+            return self._density(*self._to_unit(frustums.get_positions()))
         gaussian = frustums.get_gaussian_blob()
-        x, cov, inside = gaussians_to_unit(gaussian.mean, gaussian.cov, self.aabb, self.contraction)
+        if self.unit_frame is not None:
+            x, cov, inside = frame_gaussians_to_unit(gaussian.mean, gaussian.cov, self.unit_frame)
+        else:
+            x, cov, inside = gaussians_to_unit(gaussian.mean, gaussian.cov, self.aabb, self.contraction)
         return self._density(x, inside, cov)
+
+    def _to_unit(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """World positions [..., 3] -> (encoder inputs [..., 3], inside [..., 1]): through the unit frame if any."""
+        if self.unit_frame is not None:
+            return frame_to_unit(positions, self.unit_frame)
+        return to_unit(positions, self.aabb, self.contraction)
 
     def density_fn(self, positions: torch.Tensor, times: torch.Tensor | None = None) -> torch.Tensor:
         """Point densities (no frustum): positions [..., 3] world -> [..., 1]. The occupancy grid reads this."""
-        return self._density(*to_unit(positions, self.aabb, self.contraction))[0]
+        return self._density(*self._to_unit(positions))[0]
 
     def density_and_features(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Positions [..., 3] world -> (density [..., 1], [..., 1 + feature_dim]: the density, then the colour-network
         features): what a renderer keeps from the sampler's density pass (the model, when not cone traced)."""
-        density, geometry = self._density(*to_unit(positions, self.aabb, self.contraction))
+        density, geometry = self._density(*self._to_unit(positions))
         return density, torch.cat([density, geometry], -1)
 
     def get_outputs(self, ray_samples: RaySamples, density_embedding: torch.Tensor | None = None
@@ -107,7 +126,10 @@ class EncodedRadianceField(Field):
         """Samples [...] -> {RGB: [..., 3] in [0, 1]}; density_embedding: get_density's features [..., feature_dim]."""
         if density_embedding is None:
             raise ValueError("EncodedRadianceField.get_outputs needs the features from get_density")
-        directions = get_normalized_directions(ray_samples.frustums.directions)
+        directions = ray_samples.frustums.directions
+        if self.unit_frame is not None:  # as Instant-NGP turns them into its own axes
+            directions = torch.nn.functional.normalize(directions @ self.unit_frame[:, :3].T.to(directions.dtype), dim=-1)
+        directions = get_normalized_directions(directions)
         codes = [] if self.appearance_embedding is None else [self._appearance(ray_samples, directions.shape[:-1])]
         if self.instant_ngp_layout:
             inputs = self.color_encoder(torch.cat([density_embedding, directions, *codes], -1))

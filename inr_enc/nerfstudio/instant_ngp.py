@@ -20,12 +20,17 @@ import json5
 from ..config import load_config
 from ..config.checks import check_int, check_keys, check_mapping, config_error
 from ..config.tcnn_sections import training_from_tcnn
+from ..networks import TcnnMLP
+from ..networks.registry import network_class
+from ..networks.tcnn_mlp import ALIGNMENT, round_up
 
 FIELD_SECTIONS = ("encoding", "network", "dir_encoding", "rgb_network")
 UNUSED_SECTIONS = ("distortion_map", "envmap")
 FINEST_RESOLUTION = 2048  # testbed.cu: the finest grid level's cells across the unit cube, NeRF mode
 DENSITY_OUTPUTS = 16  # nerf_network.h: n_output_dims of the density network when the config names none
 RGB_LOSSES = ("MSE", "L1", "RelativeL1", "RelativeL2", "MAPE", "SMAPE", "Huber")  # fitting/training.py's names
+# nerf_device.cuh: NeRF's MAPE divides by |prediction| + 0.01, not differentiated (tcnn's by |target|): RelativeL1
+NERF_LOSSES = {"MAPE": "RelativeL1"}
 
 
 def color_input_encoding(direction_encoding: dict[str, Any], n_density_outputs: int) -> dict[str, Any]:
@@ -78,15 +83,24 @@ def read_instant_ngp_config(source: str) -> dict[str, Any]:
     sections = {name: dict(check_mapping(name, name, config[name], allow_none=False)) for name in FIELD_SECTIONS}
     network = sections["network"]
     outputs = check_int("network", "n_output_dims", network.pop("n_output_dims", DENSITY_OUTPUTS), 1)
+    if network_class(network) is TcnnMLP:  # the rgb network reads every padded output (tcnn computes them all)
+        outputs = round_up(outputs, ALIGNMENT)
+    for name in ("network", "rgb_network"):
+        activation = sections[name].get("output_activation", "None")
+        if not isinstance(activation, str) or activation.casefold() != "none":
+            raise config_error(name, f"'output_activation' {activation!r}: Instant-NGP's NeRF networks end in None "
+                                     f"(exp for density and the logistic for colour follow; the field applies them)")
     for name in ("n_input_dims", "n_output_dims"):  # nerf_network.h sets them itself
         sections["rgb_network"].pop(name, None)
     network.pop("n_input_dims", None)
+    sections["encoding"].pop("n_pos_dims", None)  # the testbed writes it into the config a snapshot holds
     sections["encoding"] = testbed_grid_defaults(sections["encoding"])
     loss = check_mapping("loss", "loss", config.get("loss"))
     training = training_from_tcnn({"otype": "L2", **loss}, config.get("optimizer"))  # the testbed's default: L2
     if training.get("solver") == "lion":
         raise config_error("optimizer", "Lion is trained by inr-fit only; ns-train takes Adam")
+    loss = training.pop("loss")
     return {"encoding": sections["encoding"], "network": network, "direction_encoding": sections["dir_encoding"],
             "color_network": sections["rgb_network"], "geo_feat_dim": outputs - 1,
-            "rgb_loss": training.pop("loss", "MSE"), "ema_decay": training.pop("ema_decay", None),
+            "rgb_loss": NERF_LOSSES.get(loss, loss), "ema_decay": training.pop("ema_decay", None),
             "optimizer": training}

@@ -32,6 +32,7 @@ from torch.profiler import record_function
 from tyro.conf import Suppress
 
 from ..fitting.training import elementwise_loss
+from ..nerf.space import frame_world_box
 from ..nerf.volume_rendering import accumulate, distortion, render_weights
 from ..ops.ranks import mean_over_ranks
 from ..ops.schedules import set_training_step
@@ -41,7 +42,7 @@ from .evaluation import image_metrics_and_images, lpips_if_weights_on_disk
 from .field import EncodedRadianceField
 from .sampling import build_grid, crop_limits, packed_ray_samples, sample_grid, update_grid
 from .settings import AutoCameraOptimizerConfig, check_model_settings, command_line_errors, saved_before_tcnn_networks
-from .weight_average import WeightAverage
+from .weight_average import average_field_weights
 
 # Instant-NGP's field (Müller et al. 2022, §5.4), sized for CPU: 16 levels from 16 to 512 cells (enough for
 # scenes of a few hundred pixels), 2^17 entries per level (tcnn's default is 2^19).
@@ -80,6 +81,7 @@ class InrNerfModelConfig(ModelConfig):
     ema_decay: Optional[float] = None
     """tcnn's Ema: evaluation and rendering use this moving average of the field's weights (Instant-NGP: 0.95)."""
     tcnn_optimizer: Suppress[Optional[Dict[str, Any]]] = None  # instant_ngp_config's optimizer, for the trainer
+    unit_frame: Suppress[Optional[List[List[float]]]] = None  # [3, 4] world -> unit cube: an imported snapshot's
     network: Dict[str, Any] = field(default_factory=lambda: dict(DENSITY_NETWORK))
     """Density network: encoding -> 1 + geo_feat_dim."""
     direction_encoding: Dict[str, Any] = field(default_factory=lambda: dict(SPHERICAL_HARMONICS))
@@ -149,16 +151,14 @@ class InrNerfModel(Model):
     def populate_modules(self) -> None:
         super().populate_modules()
         cfg = self.config
-        aabb = self.scene_box.aabb.float()
+        frame = None if cfg.unit_frame is None else torch.tensor(cfg.unit_frame)
+        # an imported snapshot's unit cube (in world units) in place of the dataparser's box
+        aabb = self.scene_box.aabb.float() if frame is None else frame_world_box(frame)
         contraction = None if cfg.scene_contraction in ("auto", "none") else cfg.scene_contraction
         self.field = EncodedRadianceField(aabb, cfg.encoding, cfg.network, cfg.direction_encoding, cfg.color_network,
                                           cfg.geo_feat_dim, cfg.backend, contraction,
-                                          cfg.appearance_embedding_dim, self.num_train_data, cfg.field_layout)
-        self.weight_average = None if cfg.ema_decay is None else WeightAverage(list(self.field.parameters()),
-                                                                                cfg.ema_decay)
-        if self.weight_average is not None:  # the model's hooks run before and after its field's weights load
-            self.register_load_state_dict_pre_hook(lambda model, *args: model.weight_average.before_load())
-            self.register_load_state_dict_post_hook(lambda model, keys: model.weight_average.loaded())
+                                          cfg.appearance_embedding_dim, self.num_train_data, cfg.field_layout, frame)
+        self.weight_average = None if cfg.ema_decay is None else average_field_weights(self, cfg.ema_decay)
         poses = replace(cfg.camera_optimizer, mode="off") if cfg.camera_optimizer.mode == "auto" else cfg.camera_optimizer
         self.camera_optimizer: CameraOptimizer = poses.setup(num_cameras=self.num_train_data, device="cpu")
         self.train_alpha_threshold = cfg.train_alpha_threshold

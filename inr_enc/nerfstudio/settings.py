@@ -15,7 +15,7 @@ import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -110,6 +110,26 @@ def check_field_settings(encoding: Any, network: Any, direction_encoding: Any, c
 def check_model_settings(config: Any) -> None:
     """An InrNerfModelConfig's settings checked, ``encoding_config`` and ``instant_ngp_config`` resolved into the
     settings they set (then None: config.yml holds the resolved settings); ValueError naming what is wrong."""
+    if config.encoding_config is not None and config.instant_ngp_config is not None:
+        raise ValueError("InrNerfModelConfig: give encoding_config or instant_ngp_config, not both")
+    if config.encoding_config is not None:
+        resolved = resolve_encoding_config(config.encoding_config, config.geo_feat_dim)
+        config.encoding = dict(resolved["encoding"])
+        if "network" in resolved:
+            config.network = dict(resolved["network"])
+        config.encoding_config = None
+    if config.instant_ngp_config is not None:
+        with naming("instant_ngp_config"):
+            settings = read_instant_ngp_config(config.instant_ngp_config)
+        settings["field_layout"] = "instant-ngp"
+        defaults = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default for f in fields(config)}
+        changed = [key for key in settings if key != "optimizer" and getattr(config, key) != defaults[key]]
+        if changed:  # a flag the config would silently override
+            raise ValueError(f"instant_ngp_config sets {', '.join(changed)}: leave those flags out (edit the config)")
+        config.tcnn_optimizer = settings.pop("optimizer")
+        for key, value in settings.items():
+            setattr(config, key, value)
+        config.instant_ngp_config = None
     checks = {"grid_resolution >= 1": config.grid_resolution >= 1, "grid_update_every >= 1": config.grid_update_every >= 1,
               "grid_warmup_steps >= 0": config.grid_warmup_steps >= 0, "geo_feat_dim >= 0": config.geo_feat_dim >= 0,
               "occupancy_threshold >= 0": config.occupancy_threshold >= 0,
@@ -122,25 +142,10 @@ def check_model_settings(config: Any) -> None:
               "distortion_loss_mult >= 0": config.distortion_loss_mult >= 0,
               "0 < ema_decay < 1": config.ema_decay is None or 0 < config.ema_decay < 1,
               f"rgb_loss in ({', '.join(RGB_LOSSES)})": config.rgb_loss in RGB_LOSSES,
-              "encoding_config and instant_ngp_config not both":
-              config.encoding_config is None or config.instant_ngp_config is None,
               **camera_optimizer_rules(config.camera_optimizer)}
     failed = [rule for rule, ok in checks.items() if not ok]
     if failed:
         raise ValueError(f"InrNerfModelConfig: need {', '.join(failed)}")
-    if config.encoding_config is not None:
-        resolved = resolve_encoding_config(config.encoding_config, config.geo_feat_dim)
-        config.encoding = dict(resolved["encoding"])
-        if "network" in resolved:
-            config.network = dict(resolved["network"])
-        config.encoding_config = None
-    if config.instant_ngp_config is not None:
-        with naming("instant_ngp_config"):
-            settings = read_instant_ngp_config(config.instant_ngp_config)
-        config.tcnn_optimizer = settings.pop("optimizer")
-        for key, value in settings.items():
-            setattr(config, key, value)
-        config.field_layout, config.instant_ngp_config = "instant-ngp", None
     check_field_settings(config.encoding, config.network, config.direction_encoding, config.color_network,
                          config.geo_feat_dim, config.appearance_embedding_dim, config.field_layout)
 

@@ -24,13 +24,13 @@ class WeightAverage(nn.Module):
         for i, param in enumerate(self._params):
             self.register_buffer(f"average_{i}", torch.zeros_like(param, dtype=torch.float32))
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
-        self.decay = decay
+        self.decay, self._steps = decay, 0  # _steps: ``steps`` on the host (no device sync per update)
         self._raw: list[torch.Tensor] | None = None  # the raw weights while the average is swapped in
 
     def _ema(self) -> WeightEma:
         """A WeightEma over the current buffers (which ``.to(device)`` may have replaced)."""
         return WeightEma(self._params, self.decay, [getattr(self, f"average_{i}") for i in range(len(self._params))],
-                         int(self.steps))
+                         self._steps)
 
     @torch.no_grad()
     def update(self) -> None:
@@ -39,6 +39,7 @@ class WeightAverage(nn.Module):
             raise RuntimeError("WeightAverage.update: the average is swapped in (the model is in eval mode)")
         ema = self._ema()
         ema.update()
+        self._steps = ema.steps
         self.steps.fill_(ema.steps)
 
     def train(self, mode: bool = True) -> Any:
@@ -48,7 +49,7 @@ class WeightAverage(nn.Module):
 
     @torch.no_grad()
     def _swap(self, average: bool) -> None:
-        if average and self._raw is None and int(self.steps) > 0:
+        if average and self._raw is None and self._steps > 0:
             self._raw = [p.detach().clone() for p in self._params]
             for i, param in enumerate(self._params):
                 param.copy_(getattr(self, f"average_{i}"))
@@ -64,4 +65,30 @@ class WeightAverage(nn.Module):
 
     def loaded(self) -> None:
         """Call after a load (:meth:`before_load` first): in eval mode the average goes in at once."""
+        self._steps = int(self.steps)
         self._swap(average=not self.training)
+
+    def raw_weights(self) -> list[torch.Tensor] | None:
+        """The raw weights while the average is swapped in (what a checkpoint must hold for them), else None."""
+        return self._raw
+
+
+def average_field_weights(model: nn.Module, decay: float) -> WeightAverage:
+    """A WeightAverage of ``model.field``'s network and encoder weights (tcnn's Ema covers its model's params; an
+    appearance embedding is not one), wired into ``model``: loads go through :meth:`WeightAverage.before_load` and
+    :meth:`WeightAverage.loaded`, a state dict saved while the average is swapped in holds the raw weights, and
+    DDP does not broadcast the average (each rank updates its own from the same weights)."""
+    named = [(f"field.{name}", p) for name, p in model.field.named_parameters()
+             if not name.startswith("appearance_embedding.")]
+    average = WeightAverage([p for _, p in named], decay)
+
+    def raw_into_state(module: nn.Module, state: dict[str, Any], prefix: str, metadata: Any) -> None:
+        raw = average.raw_weights()
+        for (name, _), weight in zip(named, raw or []):
+            state[prefix + name] = weight.clone()
+
+    model.register_load_state_dict_pre_hook(lambda module, *args: average.before_load())
+    model.register_load_state_dict_post_hook(lambda module, keys: average.loaded())
+    model.register_state_dict_post_hook(raw_into_state)
+    model._ddp_params_and_buffers_to_ignore = [f"weight_average.{name}" for name, _ in average.named_buffers()]
+    return average

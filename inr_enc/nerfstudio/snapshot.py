@@ -1,0 +1,164 @@
+"""Instant-NGP snapshots both ways: ``.ingp`` (msgpack, gzip-compressed) or ``.msgpack`` (plain), for a model of
+the Instant-NGP layout (field.py) on a bounded scene.
+
+Format facts from instant-ngp abe236e and tcnn 6ee3546:
+- testbed.cu save_snapshot/load_snapshot: the network config (loss, optimizer, encoding, network, dir_encoding,
+  rgb_network) with a "snapshot" section: version 1, mode "nerf", density_grid_size 128, density_grid_binary,
+  nerf {aabb_scale, rgb {rays_per_batch, ...}, dataset?}, training_step, loss, aabb, render_aabb, up_dir, ...
+- tcnn trainer.h serialize: n_params, params_type ("float" or "__half"), params_binary: the inference params
+  (Ema's average where the optimiser has one); nerf_network.h: density network, rgb network, position encoding,
+  direction encoding, each in tcnn's layout (tcnn_layout.py).
+- nerf_device.cuh: the density grid is 128^3 cells per cascade in Morton order (tcnn's morton3D), each the optical
+  thickness density * MIN_CONE_STEPSIZE (sqrt(3) / 1024 unit-cube lengths), float16.
+- nerf_loader.h: NeRF world -> Instant-NGP's unit cube: p * scale + offset, axes cycled (x, y, z) <- (y, z, x);
+  directions cycled only (defaults scale 0.33, offset 0.5).
+
+An exported snapshot's unit cube is the scene box (nerfstudio's axes, z up: its "up_dir"); it carries an "inr_enc"
+section (ignored by Instant-NGP) with the occupancy grid in float32 and the scene box, so that importing it gives
+back the same renders exactly. A snapshot from Instant-NGP itself is read through its dataset transform.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import zlib
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import torch
+
+from ..io import atomic_path
+from ..networks import TcnnMLP
+from ..nerf.occupancy import OccupancyGrid
+from ..nerf.space import unit_to_world
+from ..tcnn_layout import tcnn_params
+from ..version import __version__
+
+GRID_SIZE = 128  # NERF_GRIDSIZE
+MIN_CONE_STEPSIZE = math.sqrt(3) / 1024  # nerf_device.cuh: SQRT3() / NERF_STEPS()
+NGP_LOSSES = {"MSE": "L2"}  # training.loss -> Instant-NGP's name, where they differ
+CYCLE = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])  # (x, y, z) -> (y, z, x)
+
+
+def morton3d(ijk: torch.Tensor) -> torch.Tensor:
+    """[..., 3] cell coordinates < 1024 -> [...] Morton code (tcnn's morton3D: x in bit 0, y bit 1, z bit 2)."""
+    v = ijk.long()
+    for multiplier, mask in ((0x00010001, 0xFF0000FF), (0x00000101, 0x0F00F00F), (0x00000011, 0xC30C30C3),
+                             (0x00000005, 0x49249249)):
+        v = (v * multiplier) & mask
+    return v[..., 0] | (v[..., 1] << 1) | (v[..., 2] << 2)
+
+
+def cell_centres(resolution: int) -> torch.Tensor:
+    """[resolution^3, 3] cell centres in [0, 1]^3, x slowest (OccupancyGrid's order)."""
+    axis = (torch.arange(resolution, dtype=torch.float64) + 0.5) / resolution
+    return torch.stack(torch.meshgrid(axis, axis, axis, indexing="ij"), -1).reshape(-1, 3)
+
+
+def _training_sections(config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The model config's loss and optimizer as Instant-NGP's sections (Adam at base.json's values where the model
+    was not made from an Instant-NGP config)."""
+    training = config.tcnn_optimizer or {"lr": 1e-2, "betas": [0.9, 0.99], "eps": 1e-15, "l2_reg": 1e-6}
+    optimizer: dict[str, Any] = {"otype": "Adam", "learning_rate": training["lr"], "beta1": training["betas"][0],
+                                 "beta2": training["betas"][1], "epsilon": training["eps"], "l2_reg": training["l2_reg"]}
+    if training.get("schedule") == "exponential":
+        keys = ("decay_start", "decay_interval", "decay_base", "decay_end")
+        optimizer = {"otype": "ExponentialDecay", **{k: training[k] for k in keys}, "nested": optimizer}
+    if config.ema_decay is not None:
+        optimizer = {"otype": "Ema", "decay": config.ema_decay, "nested": optimizer}
+    return {"otype": NGP_LOSSES.get(config.rgb_loss, config.rgb_loss)}, optimizer
+
+
+def _network_section(network: TcnnMLP, n_outputs: int | None = None) -> dict[str, Any]:
+    keys = ("otype", "activation", "n_neurons", "n_hidden_layers")
+    return {**{k: network.config[k] for k in keys}, "output_activation": "None",
+            **({} if n_outputs is None else {"n_output_dims": n_outputs})}
+
+
+def export_snapshot(model: Any, step: int = 0) -> dict[str, Any]:
+    """An InrNerfModel trained ``step`` steps -> Instant-NGP's snapshot (the network config with its "snapshot"
+    section), with the weights evaluation uses (Ema's average). ValueError where Instant-NGP could not hold it."""
+    field, grid = model.field, model.occupancy
+    extent = (field.aabb[1] - field.aabb[0]).double()
+    problems = {"field_layout 'instant-ngp'": field.instant_ngp_layout,
+                "a bounded scene (scene_contraction none)": field.contraction is None and type(grid) is OccupancyGrid,
+                f"grid_resolution {GRID_SIZE}": grid.resolution == GRID_SIZE,
+                "no appearance embedding": field.appearance_embedding is None,
+                "tcnn networks (FullyFusedMLP or CutlassMLP)": isinstance(field.density_network, TcnnMLP)
+                and isinstance(field.color_network, TcnnMLP),
+                "encodings tcnn has": field.position_encoder.tcnn_config() is not None
+                and field.color_encoder.tcnn_config() is not None,
+                "a cube scene box": field.unit_frame is not None or bool((extent - extent[0]).abs().max() <= 1e-6 * extent[0])}
+    missing = [need for need, ok in problems.items() if not ok]
+    if missing:
+        raise ValueError(f"export_snapshot: Instant-NGP's snapshot needs {', '.join(missing)}")
+    training = model.training
+    model.eval()  # Ema's average in the weights, as tcnn's inference params
+    try:
+        params = torch.cat([tcnn_params(m) for m in (field.density_network, field.color_network,
+                                                     field.position_encoder, field.color_encoder)])
+    finally:
+        model.train(training)
+    # each of Instant-NGP's cells takes our cell at its centre: density * MIN_CONE_STEPSIZE in unit-cube lengths
+    unit = cell_centres(GRID_SIZE)
+    world = _unit_to_world(field, unit)
+    opacity = grid.opacity_at(world.float())
+    thickness = opacity.double() / (model.step_size * field.density_scale) * MIN_CONE_STEPSIZE
+    ngp_grid = torch.zeros(GRID_SIZE**3, dtype=torch.float16)
+    ngp_grid[morton3d((unit * GRID_SIZE).long())] = thickness.to(torch.float16)
+    loss, optimizer = _training_sections(model.config)
+    direction = field.color_encoder.tcnn_config()["nested"][-1]  # Composite[Identity(density outputs), dir_encoding]
+    dir_encoding = {k: v for k, v in direction.items() if k not in ("n_dims_to_encode", "dims_to_encode_begin")}
+    unit_box = {"min": [0.0, 0.0, 0.0], "max": [1.0, 1.0, 1.0]}
+    background = float(model.background[0])
+    snapshot = {
+        "version": 1, "mode": "nerf", "n_params": len(params), "params_type": "float",
+        "params_binary": params.numpy().astype("<f4").tobytes(),
+        "density_grid_size": GRID_SIZE, "density_grid_binary": ngp_grid.numpy().astype("<f2").tobytes(),
+        "nerf": {"aabb_scale": 1, "rgb": {"rays_per_batch": 1 << 12, "measured_batch_size": 0,
+                                          "measured_batch_size_before_compaction": 0}},
+        "training_step": int(step), "loss": 0.0, "aabb": unit_box,
+        "render_aabb": unit_box, "render_aabb_to_local": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+        "bounding_radius": math.sqrt(3) / 2, "up_dir": [0.0, 0.0, 1.0], "background_color": [background] * 3 + [1.0],
+        "inr_enc": {"version": __version__, "opacity": grid.opacity.numpy().astype("<f4").tobytes(),
+                    "aabb": field.aabb.tolist(),
+                    "unit_frame": None if field.unit_frame is None else field.unit_frame.tolist()},
+    }
+    return {"loss": loss, "optimizer": optimizer, "encoding": field.position_encoder.tcnn_config(),
+            "network": _network_section(field.density_network, None if field.feature_dim == 16 else field.feature_dim),
+            "dir_encoding": dir_encoding, "rgb_network": _network_section(field.color_network), "snapshot": snapshot}
+
+
+def _unit_to_world(field: Any, unit: torch.Tensor) -> torch.Tensor:
+    """Unit-cube points [P, 3] -> world [P, 3] (the inverse of the field's frame, or of its scene box)."""
+    if field.unit_frame is not None:
+        return unit_to_world(unit, field.unit_frame)
+    return field.aabb[0].double() + unit * (field.aabb[1] - field.aabb[0]).double()
+
+
+def write_snapshot(snapshot: dict[str, Any], path: str | Path) -> None:
+    """Write ``snapshot`` atomically: .ingp gzip-compressed (Instant-NGP's zstr stream), any other name plain."""
+    data = msgpack.packb(snapshot, use_bin_type=True)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(gzip.compress(data) if Path(path).suffix.lower() == ".ingp" else data)
+
+
+def read_snapshot(path: str | Path) -> dict[str, Any]:
+    """A snapshot file (.ingp: zlib or gzip stream, as zstr reads; else plain msgpack) -> its dict; ValueError for
+    a file that is not one."""
+    data = Path(path).read_bytes()
+    if Path(path).suffix.lower() == ".ingp":
+        try:
+            data = zlib.decompress(data, wbits=47)  # 32 + 15: a zlib or a gzip header
+        except zlib.error as error:
+            raise ValueError(f"{path}: not a compressed Instant-NGP snapshot ({error})") from None
+    try:
+        snapshot = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except (ValueError, msgpack.exceptions.ExtraData, msgpack.exceptions.FormatError) as error:
+        raise ValueError(f"{path}: not msgpack ({error})") from None
+    section = snapshot.get("snapshot") if isinstance(snapshot, dict) else None
+    if not isinstance(section, dict) or section.get("version", 0) < 1 or section.get("mode", "nerf") != "nerf":
+        raise ValueError(f"{path}: not an Instant-NGP NeRF snapshot (format version 1, mode nerf)")
+    return snapshot

@@ -1,0 +1,99 @@
+"""An Instant-NGP snapshot (snapshot.py) into a model: the settings it needs (``snapshot_settings``), then its
+weights and occupancy grid (``load_snapshot``). One exported by inr_enc comes back exactly (its "inr_enc"
+section); one written by Instant-NGP is read through its dataset transform (NeRF world -> unit cube: p * scale +
+offset, axes cycled) composed with the dataparser's (nerfstudio's poses: scale * (R p + t)), its density grid
+resampled at the model's cells."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..tcnn_layout import load_tcnn_params, tcnn_n_params
+from .snapshot import CYCLE, GRID_SIZE, MIN_CONE_STEPSIZE, cell_centres, morton3d
+
+SECTIONS = ("loss", "optimizer", "encoding", "network", "dir_encoding", "rgb_network")
+NGP_SCALE, NGP_OFFSET = 0.33, [0.5, 0.5, 0.5]  # nerf_loader.h's defaults (NERF_SCALE)
+
+
+def ngp_unit_frame(snapshot: dict[str, Any], dataparser_transform: torch.Tensor, dataparser_scale: float
+                   ) -> torch.Tensor:
+    """[3, 4] world (the dataparser's) -> Instant-NGP's unit cube, for a snapshot Instant-NGP wrote."""
+    dataset = snapshot["snapshot"].get("nerf", {}).get("dataset") or {}
+    if dataset.get("from_mitsuba", False):
+        raise ValueError("snapshot: Mitsuba-convention datasets (from_mitsuba) are not read")
+    scale = float(dataset.get("scale", NGP_SCALE))
+    offset = torch.tensor(dataset.get("offset", NGP_OFFSET), dtype=torch.float64)
+    rotation, shift = dataparser_transform[:, :3].double(), dataparser_transform[:, 3].double()
+    linear = scale / dataparser_scale * CYCLE.double() @ rotation.T
+    return torch.cat([linear, (CYCLE.double() @ (offset - scale * rotation.T @ shift))[:, None]], 1)
+
+
+def snapshot_settings(snapshot: dict[str, Any], dataparser_transform: torch.Tensor | None = None,
+                      dataparser_scale: float = 1.0) -> dict[str, Any]:
+    """InrNerfModelConfig settings that build the snapshot's field: its network config, a bounded scene, the
+    128^3 grid, its background, and (one Instant-NGP wrote) the unit frame. ValueError for what is not read."""
+    section = snapshot["snapshot"]
+    missing = [key for key in SECTIONS[2:] if key not in snapshot]
+    if missing:
+        raise ValueError(f"snapshot: no {', '.join(missing)} in its network config")
+    if section.get("density_grid_size") != GRID_SIZE:
+        raise ValueError(f"snapshot: density_grid_size {section.get('density_grid_size')}, expected {GRID_SIZE}")
+    nerf = section.get("nerf", {})
+    if nerf.get("aabb_scale", 1) != 1 or (nerf.get("dataset") or {}).get("n_extra_learnable_dims", 0):
+        raise ValueError("snapshot: only aabb_scale 1 (one cascade: the unit cube) without extra dims is read")
+    background = section.get("background_color", [1.0, 1.0, 1.0, 1.0])
+    config = {key: snapshot[key] for key in SECTIONS if key in snapshot}
+    settings: dict[str, Any] = {"instant_ngp_config": json.dumps(config), "scene_contraction": "none",
+                                "grid_resolution": GRID_SIZE,
+                                "background_color": "black" if float(background[0]) < 0.5 else "white"}
+    ours = section.get("inr_enc")
+    if ours is None or ours.get("unit_frame") is not None:
+        frame = torch.tensor(ours["unit_frame"]) if ours else ngp_unit_frame(
+            snapshot, torch.eye(4)[:3] if dataparser_transform is None else dataparser_transform, dataparser_scale)
+        settings["unit_frame"] = frame.tolist()
+    return settings
+
+
+def _params(section: dict[str, Any]) -> torch.Tensor:
+    kind = section.get("params_type", "float")
+    if kind not in ("float", "__half"):
+        raise ValueError(f"snapshot: params_type {kind!r}; tcnn writes 'float' or '__half'")
+    values = np.frombuffer(section["params_binary"], dtype="<f4" if kind == "float" else "<f2")
+    return torch.from_numpy(values.astype(np.float32))
+
+
+def load_snapshot(model: Any, snapshot: dict[str, Any]) -> None:
+    """Put the snapshot's weights and occupancy grid into ``model`` (built from ``snapshot_settings``); ValueError
+    if they do not fit it."""
+    section, field = snapshot["snapshot"], model.field
+    parts = (field.density_network, field.color_network, field.position_encoder, field.color_encoder)
+    sizes = [tcnn_n_params(m) for m in parts]
+    params = _params(section)
+    if len(params) != sum(sizes):
+        raise ValueError(f"snapshot: {len(params)} params; its network config makes {sum(sizes)}")
+    for module, chunk in zip(parts, params.split(sizes)):
+        load_tcnn_params(module, chunk)
+    ours = section.get("inr_enc")
+    if ours is not None:  # exported by inr_enc: the same scene box and the exact grid
+        if field.unit_frame is None and not torch.equal(field.aabb, torch.tensor(ours["aabb"], dtype=field.aabb.dtype)):
+            raise ValueError(f"snapshot: exported from the scene box {ours['aabb']}; this data gives "
+                             f"{field.aabb.tolist()}")
+        opacity = torch.from_numpy(np.frombuffer(ours["opacity"], dtype="<f4").copy())
+    else:  # Instant-NGP's cascade 0 at each of our cells: optical thickness -> density * our step
+        thickness = torch.from_numpy(np.frombuffer(section["density_grid_binary"], dtype="<f2").astype(np.float32))
+        if len(thickness) not in (0, GRID_SIZE**3):
+            raise ValueError(f"snapshot: a density grid of {len(thickness)} cells; one cascade has {GRID_SIZE**3}")
+        lo, hi = model.occupancy.aabb[0].double(), model.occupancy.aabb[1].double()
+        centres = lo + cell_centres(model.occupancy.resolution) * (hi - lo)
+        unit = centres @ field.unit_frame[:, :3].T.double() + field.unit_frame[:, 3].double()
+        ijk = (unit * GRID_SIZE).floor().long()
+        inside = ((ijk >= 0) & (ijk < GRID_SIZE)).all(-1)
+        values = torch.zeros(len(unit))
+        if len(thickness):
+            values[inside] = thickness[morton3d(ijk[inside])]
+        opacity = values / MIN_CONE_STEPSIZE * field.density_scale * model.step_size
+    model.occupancy.set_opacity(opacity.to(model.occupancy.opacity))
