@@ -12,13 +12,15 @@ import torch
 
 pytest.importorskip("nerfstudio")
 
-from nerfstudio.cameras.rays import RayBundle  # noqa: E402
+from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples  # noqa: E402
+from nerfstudio.field_components.field_heads import FieldHeadNames  # noqa: E402
 from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 from reference import level_layout  # noqa: E402
 
 from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
 from inr_enc.nerfstudio.sampling import update_grid  # noqa: E402
 from inr_enc.nerfstudio.snapshot import export_snapshot, morton3d, read_snapshot, write_snapshot  # noqa: E402
+from inr_enc.nerfstudio.snapshot_cli import saved_to_world  # noqa: E402
 from inr_enc.nerfstudio.snapshot_import import load_snapshot, snapshot_settings  # noqa: E402
 
 # instant-ngp configs/nerf/base.json's field and loss (tests/test_instant_ngp_nerf.py has all of it), 2^12 entries
@@ -156,6 +158,15 @@ def test_a_snapshot_instant_ngp_wrote_is_read_through_its_dataset_transform():
     # float32 positions through the frame differ from the float64 reference by ~5e-8, which the finest grid level
     # (2048 cells) and exp carry into ~3e-4 of the density
     assert torch.allclose(got[inside], reference[inside], rtol=2e-3) and bool((got[~inside] == 0).all())
+    # colour: the direction is cycled as the position is (nerf_loader.h nerf_direction_to_ngp), not scaled
+    directions = torch.nn.functional.normalize(torch.randn(300, 3, generator=g), dim=-1)
+    colours = []
+    for field, points, dirs in ((model.field, world, directions), (unit.field, ngp.float(), directions[:, [1, 2, 0]])):
+        samples = RaySamples(frustums=Frustums(origins=points, directions=dirs, starts=torch.zeros(300, 1),
+                                               ends=torch.zeros(300, 1), pixel_area=torch.full((300, 1), 1e-4)))
+        with torch.no_grad():
+            colours.append(field.get_outputs(samples, field.get_density(samples)[1])[FieldHeadNames.RGB])
+    assert torch.allclose(colours[0][inside], colours[1][inside], atol=2e-3)
     # its occupancy: each of our cells takes the Instant-NGP cell it falls in (thickness -> density * our step)
     grid_values = np.frombuffer(snapshot["snapshot"]["density_grid_binary"], dtype="<f2")
     centre = model.occupancy.aabb[0] + (torch.tensor([10, 64, 90]) + 0.5) / 128 * (model.occupancy.aabb[1] - model.occupancy.aabb[0])
@@ -164,16 +175,59 @@ def test_a_snapshot_instant_ngp_wrote_is_read_through_its_dataset_transform():
     assert float(model.occupancy.opacity_at(centre[None])[0]) == pytest.approx(expected, rel=1e-5)
 
 
+def test_a_capture_is_placed_through_nerfstudios_transform_and_instant_ngps(tmp_path):
+    # nerfstudio-data (nerfstudio_dataparser.py): world = s * T p for p as transforms.json holds it, and it reports
+    # dataparser_transform = T @ applied_transform, dataparser_scale = s * applied_scale (from original coordinates)
+    g = torch.Generator().manual_seed(7)
+    def rigid():
+        q, _ = torch.linalg.qr(torch.randn(3, 3, generator=g, dtype=torch.float64))
+        return torch.cat([q, torch.randn(3, 1, generator=g, dtype=torch.float64)], 1)
+    T, applied, s, applied_scale = rigid(), rigid(), 0.7, 2.5
+    row = torch.tensor([[0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+    reported = type("Outputs", (), {"dataparser_transform": (torch.cat([T, row]) @ torch.cat([applied, row]))[:3],
+                                    "dataparser_scale": s * applied_scale})
+    (tmp_path / "transforms.json").write_text(json.dumps({"applied_transform": applied.tolist(),
+                                                          "applied_scale": applied_scale}))
+    transform, scale = saved_to_world("nerfstudio-data", reported, tmp_path)
+    assert torch.allclose(transform, T) and scale == pytest.approx(s)
+    snapshot = {"snapshot": {"nerf": {"dataset": {"scale": 0.4, "offset": [0.5, 0.45, 0.55]}}}}
+    from inr_enc.nerfstudio.snapshot_import import ngp_unit_frame
+
+    frame = ngp_unit_frame(snapshot, transform, scale)
+    world = torch.randn(50, 3, generator=g, dtype=torch.float64)
+    saved = torch.linalg.solve(T[:, :3], (world / s - T[:, 3]).T).T  # p = T^-1 (world / s)
+    ngp = (saved * 0.4 + torch.tensor([0.5, 0.45, 0.55], dtype=torch.float64))[:, [1, 2, 0]]
+    assert torch.allclose(world @ frame[:, :3].T + frame[:, 3], ngp, atol=1e-12)
+
+
+def test_export_refuses_what_instant_ngp_cannot_hold():
+    box = SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3]))
+    with pytest.raises(ValueError, match="needs a model of inr_enc's ns-train methods with field_layout 'instant-ngp'"):
+        export_snapshot(InrNerfModelConfig(grid_resolution=16).setup(scene_box=box, num_train_data=1))
+    tcnn = {"otype": "FullyFusedMLP", "n_neurons": 64, "n_hidden_layers": 1}
+    odd = InrNerfModelConfig(field_layout="instant-ngp", network=tcnn, color_network=tcnn, geo_feat_dim=7,
+                             rgb_loss="MAPE", grid_resolution=16).setup(scene_box=box, num_train_data=1)
+    with pytest.raises(ValueError, match=r"needs grid_resolution 128, 1 \+ geo_feat_dim a multiple of 16, a loss "
+                                         r"Instant-NGP has \(not MAPE of the target\)$"):
+        export_snapshot(odd)
+    relative = InrNerfModelConfig(field_layout="instant-ngp", network=tcnn, color_network=tcnn,
+                                  rgb_loss="RelativeL1").setup(scene_box=box, num_train_data=1)
+    assert export_snapshot(relative)["loss"] == {"otype": "MAPE"}  # Instant-NGP's NeRF MAPE divides by the prediction
+
+
 @pytest.mark.parametrize("args, message", [
     (["import", "missing.ingp", "--data", "."], "inr-snapshot: no such snapshot missing.ingp"),
     (["export", "--load-config", "missing.yml", "--output", "x.ingp"], "inr-snapshot: --load-config: no such file"),
     (["import", "junk.ingp", "--data", "."], "inr-snapshot: junk.ingp: not a compressed Instant-NGP snapshot"),
     (["convert"], "inr-snapshot: argument command: invalid choice: 'convert'"),
+    (["import", "junk.ingp", "--data", ".", "--dataparser", "colmap"], "inr-snapshot: argument --dataparser: invalid"),
+    (["import", "junk.txt", "--data", "."], "inr-snapshot: junk.txt: a snapshot is a .ingp (compressed) or .msgpack"),
 ])
 def test_bad_input_gets_one_line_and_exit_code_2(args, message, tmp_path, capsys, monkeypatch):
     from inr_enc.nerfstudio.snapshot_cli import main  # the entry point runs it (test_instant_ngp_nerf.py)
 
     (tmp_path / "junk.ingp").write_bytes(b"not a snapshot")
+    (tmp_path / "junk.txt").write_bytes(b"not a snapshot")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
         main(args)
@@ -181,4 +235,4 @@ def test_bad_input_gets_one_line_and_exit_code_2(args, message, tmp_path, capsys
     captured = capsys.readouterr()
     lines = [line for line in captured.err.splitlines() if line.startswith("inr-snapshot")]
     assert len(lines) == 1 and lines[0].startswith(message), captured.err
-    assert captured.out == "" and sorted(p.name for p in tmp_path.iterdir()) == ["junk.ingp"]  # nothing written
+    assert captured.out == "" and sorted(p.name for p in tmp_path.iterdir()) == ["junk.ingp", "junk.txt"]  # nothing new

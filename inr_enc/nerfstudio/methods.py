@@ -76,6 +76,8 @@ class InrTrainerConfig(TrainerConfig):
         training = getattr(self.pipeline.model, "tcnn_optimizer", None)
         if training:
             self.optimizers = tcnn_optimizers(training, self.optimizers.get("camera_opt"))
+            CONSOLE.log(f"inr_enc: the optimizers follow the Instant-NGP config ({training}); --optimizers flags "
+                        f"for 'fields' and 'grids' do not apply")
 
 
 def _trainer(name: str, model: InrNerfModelConfig, lr: float, table_lr: float) -> TrainerConfig:

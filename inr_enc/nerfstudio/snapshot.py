@@ -37,8 +37,13 @@ from ..tcnn_layout import tcnn_params
 from ..version import __version__
 
 GRID_SIZE = 128  # NERF_GRIDSIZE
+SUFFIXES = (".ingp", ".msgpack")
 MIN_CONE_STEPSIZE = math.sqrt(3) / 1024  # nerf_device.cuh: SQRT3() / NERF_STEPS()
-NGP_LOSSES = {"MSE": "L2"}  # training.loss -> Instant-NGP's name, where they differ
+# rgb_loss -> Instant-NGP's NeRF loss (testbed.cu string_to_loss_type; its MAPE divides by the prediction)
+NGP_LOSS_NAMES = {"MSE": "L2", "L1": "L1", "RelativeL1": "MAPE", "RelativeL2": "RelativeL2", "SMAPE": "SMAPE",
+                  "Huber": "Huber"}
+# the model settings rendering reads besides the field and grid, kept so that an import renders the same
+RENDER_SETTINGS = ("render_step_size", "early_stop_eps", "render_alpha_threshold", "occupancy_threshold")
 CYCLE = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])  # (x, y, z) -> (y, z, x)
 
 
@@ -68,7 +73,7 @@ def _training_sections(config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         optimizer = {"otype": "ExponentialDecay", **{k: training[k] for k in keys}, "nested": optimizer}
     if config.ema_decay is not None:
         optimizer = {"otype": "Ema", "decay": config.ema_decay, "nested": optimizer}
-    return {"otype": NGP_LOSSES.get(config.rgb_loss, config.rgb_loss)}, optimizer
+    return {"otype": NGP_LOSS_NAMES[config.rgb_loss]}, optimizer
 
 
 def _network_section(network: TcnnMLP, n_outputs: int | None = None) -> dict[str, Any]:
@@ -80,18 +85,24 @@ def _network_section(network: TcnnMLP, n_outputs: int | None = None) -> dict[str
 def export_snapshot(model: Any, step: int = 0) -> dict[str, Any]:
     """An InrNerfModel trained ``step`` steps -> Instant-NGP's snapshot (the network config with its "snapshot"
     section), with the weights evaluation uses (Ema's average). ValueError where Instant-NGP could not hold it."""
-    field, grid = model.field, model.occupancy
-    extent = (field.aabb[1] - field.aabb[0]).double()
-    problems = {"field_layout 'instant-ngp'": field.instant_ngp_layout,
-                "a bounded scene (scene_contraction none)": field.contraction is None and type(grid) is OccupancyGrid,
-                f"grid_resolution {GRID_SIZE}": grid.resolution == GRID_SIZE,
-                "no appearance embedding": field.appearance_embedding is None,
-                "tcnn networks (FullyFusedMLP or CutlassMLP)": isinstance(field.density_network, TcnnMLP)
-                and isinstance(field.color_network, TcnnMLP),
-                "encodings tcnn has": field.position_encoder.tcnn_config() is not None
-                and field.color_encoder.tcnn_config() is not None,
-                "a cube scene box": field.unit_frame is not None or bool((extent - extent[0]).abs().max() <= 1e-6 * extent[0])}
-    missing = [need for need, ok in problems.items() if not ok]
+    field = getattr(model, "field", None)
+    if not getattr(field, "instant_ngp_layout", False):
+        raise ValueError("export_snapshot: Instant-NGP's snapshot needs a model of inr_enc's ns-train methods with "
+                         "field_layout 'instant-ngp' (--pipeline.model.instant-ngp-config)")
+    grid, extent = model.occupancy, (field.aabb[1] - field.aabb[0]).double()
+    needs = {"a bounded scene (scene_contraction none)": lambda: field.contraction is None and type(grid) is OccupancyGrid,
+             f"grid_resolution {GRID_SIZE}": lambda: grid.resolution == GRID_SIZE,
+             "no appearance embedding": lambda: field.appearance_embedding is None,
+             "tcnn networks (FullyFusedMLP or CutlassMLP)": lambda: isinstance(field.density_network, TcnnMLP)
+             and isinstance(field.color_network, TcnnMLP),
+             # Instant-NGP's rgb network reads the density network's 16-padded outputs: all must be ours too
+             "1 + geo_feat_dim a multiple of 16": lambda: field.feature_dim % 16 == 0,
+             "encodings tcnn has": lambda: field.position_encoder.tcnn_config() is not None
+             and field.color_encoder.tcnn_config() is not None,
+             "a loss Instant-NGP has (not MAPE of the target)": lambda: model.config.rgb_loss in NGP_LOSS_NAMES,
+             "a cube scene box": lambda: field.unit_frame is not None
+             or bool((extent - extent[0]).abs().max() <= 1e-6 * extent[0])}
+    missing = [need for need, met in needs.items() if not met()]
     if missing:
         raise ValueError(f"export_snapshot: Instant-NGP's snapshot needs {', '.join(missing)}")
     training = model.training
@@ -124,7 +135,8 @@ def export_snapshot(model: Any, step: int = 0) -> dict[str, Any]:
         "bounding_radius": math.sqrt(3) / 2, "up_dir": [0.0, 0.0, 1.0], "background_color": [background] * 3 + [1.0],
         "inr_enc": {"version": __version__, "opacity": grid.opacity.numpy().astype("<f4").tobytes(),
                     "aabb": field.aabb.tolist(),
-                    "unit_frame": None if field.unit_frame is None else field.unit_frame.tolist()},
+                    "unit_frame": None if field.unit_frame is None else field.unit_frame.tolist(),
+                    "settings": {key: getattr(model.config, key) for key in RENDER_SETTINGS}},
     }
     return {"loss": loss, "optimizer": optimizer, "encoding": field.position_encoder.tcnn_config(),
             "network": _network_section(field.density_network, None if field.feature_dim == 16 else field.feature_dim),
@@ -139,7 +151,9 @@ def _unit_to_world(field: Any, unit: torch.Tensor) -> torch.Tensor:
 
 
 def write_snapshot(snapshot: dict[str, Any], path: str | Path) -> None:
-    """Write ``snapshot`` atomically: .ingp gzip-compressed (Instant-NGP's zstr stream), any other name plain."""
+    """Write ``snapshot`` atomically: .ingp gzip-compressed (Instant-NGP's zstr stream), .msgpack plain."""
+    if Path(path).suffix.lower() not in SUFFIXES:
+        raise ValueError(f"{path}: name the snapshot .ingp (compressed) or .msgpack, as Instant-NGP reads them")
     data = msgpack.packb(snapshot, use_bin_type=True)
     with atomic_path(path) as tmp:
         tmp.write_bytes(gzip.compress(data) if Path(path).suffix.lower() == ".ingp" else data)
@@ -148,6 +162,8 @@ def write_snapshot(snapshot: dict[str, Any], path: str | Path) -> None:
 def read_snapshot(path: str | Path) -> dict[str, Any]:
     """A snapshot file (.ingp: zlib or gzip stream, as zstr reads; else plain msgpack) -> its dict; ValueError for
     a file that is not one."""
+    if Path(path).suffix.lower() not in SUFFIXES:
+        raise ValueError(f"{path}: a snapshot is a .ingp (compressed) or .msgpack file, as Instant-NGP names them")
     data = Path(path).read_bytes()
     if Path(path).suffix.lower() == ".ingp":
         try:
@@ -159,6 +175,11 @@ def read_snapshot(path: str | Path) -> dict[str, Any]:
     except (ValueError, msgpack.exceptions.ExtraData, msgpack.exceptions.FormatError) as error:
         raise ValueError(f"{path}: not msgpack ({error})") from None
     section = snapshot.get("snapshot") if isinstance(snapshot, dict) else None
-    if not isinstance(section, dict) or section.get("version", 0) < 1 or section.get("mode", "nerf") != "nerf":
+    if not isinstance(section, dict) or not isinstance(section.get("version"), int) or section["version"] < 1 \
+            or section.get("mode", "nerf") != "nerf":
         raise ValueError(f"{path}: not an Instant-NGP NeRF snapshot (format version 1, mode nerf)")
+    kinds = {"params_binary": bytes, "density_grid_binary": bytes, "nerf": dict, "training_step": int}
+    wrong = [key for key, kind in kinds.items() if not isinstance(section.get(key), kind)]
+    if wrong:
+        raise ValueError(f"{path}: a snapshot whose {', '.join(wrong)} is missing or of another type")
     return snapshot

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import os
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import torch
 import yaml
 from nerfstudio.configs.dataparser_configs import all_dataparsers
+from nerfstudio.engine.trainer import TrainerConfig
 from nerfstudio.utils.eval_utils import eval_setup
 
-from ..io import atomic_path, write_text_atomically
 from .methods import inr_hashgrid
 from .model import InrNerfModelConfig
 from .settings import AutoCameraOptimizerConfig
@@ -42,11 +45,38 @@ class Parser(argparse.ArgumentParser):
         fail(message)
 
 
+DATAPARSERS = ("blender-data", "instant-ngp-data", "nerfstudio-data")  # those that read a transforms.json
+COLMAP_APPLIED_TRANSFORM = [[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, -1, 0]]  # nerfstudio_dataparser.py's fallback
+
+
 def export_run(config_path: Path, output: Path) -> None:
     if not config_path.is_file():
         raise ValueError(f"--load-config: no such file {config_path}")
+    config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
+    if not isinstance(config, TrainerConfig) or not any(config.get_checkpoint_dir().glob("step-*.ckpt")):
+        raise ValueError(f"--load-config: {config_path} is not an ns-train run with a checkpoint in "
+                         f"{getattr(config, 'get_checkpoint_dir', lambda: '?')()} (run from the folder ns-train ran in)")
     _, pipeline, _, step = eval_setup(config_path, test_mode="inference")
     write_snapshot(export_snapshot(pipeline.model, step), output)
+
+
+def saved_to_world(dataparser: str, outputs: Any, data: Path) -> tuple[torch.Tensor, float]:
+    """The dataparser's world from the coordinates its transforms.json holds (Instant-NGP's NeRF world): (transform
+    [3, 4], scale). nerfstudio-data reports its transform and scale from the data's original coordinates (its
+    applied_transform and applied_scale, nerfstudio_dataparser.py); they are undone here."""
+    transform, scale = outputs.dataparser_transform.double(), float(outputs.dataparser_scale)
+    if dataparser != "nerfstudio-data":
+        return transform, scale
+    folder = data.parent if data.suffix == ".json" else data
+    meta = json.loads((data if data.suffix == ".json" else data / "transforms.json").read_text())
+    applied = meta.get("applied_transform")
+    if applied is None and (folder / "colmap" / "sparse" / "0").exists():
+        applied = COLMAP_APPLIED_TRANSFORM
+    if applied is not None:
+        row = torch.tensor([[0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+        full = torch.cat([torch.tensor(applied, dtype=torch.float64), row])
+        transform = (torch.cat([transform, row]) @ torch.linalg.inv(full))[:3]
+    return transform, scale / float(meta.get("applied_scale", 1.0))
 
 
 def import_snapshot(path: Path, data: Path, dataparser: str, output_dir: Path, experiment: str | None) -> Path:
@@ -56,26 +86,34 @@ def import_snapshot(path: Path, data: Path, dataparser: str, output_dir: Path, e
     base = inr_hashgrid.config  # blender-data as our methods read it (RGBA kept)
     ours = base.pipeline.datamanager.dataparser
     parser_config = replace(ours if dataparser == "blender-data" else all_dataparsers[dataparser], data=data)
-    outputs = parser_config.setup().get_dataparser_outputs("train")  # its transform: nerfstudio's world
-    settings = snapshot_settings(snapshot, outputs.dataparser_transform, float(outputs.dataparser_scale))
+    try:
+        outputs = parser_config.setup().get_dataparser_outputs("train")
+    except (AssertionError, KeyError, IndexError, json.JSONDecodeError) as error:
+        raise ValueError(f"--data {data}: {dataparser} cannot read it ({type(error).__name__}: {error})") from None
+    settings = snapshot_settings(snapshot, *saved_to_world(dataparser, outputs, data))
     model = InrNerfModelConfig(**settings, camera_optimizer=AutoCameraOptimizerConfig(mode="off"))
     config = replace(base, output_dir=output_dir, experiment_name=experiment or data.name, timestamp="snapshot",
                      pipeline=replace(base.pipeline, model=model,
                                       datamanager=replace(base.pipeline.datamanager, data=data, dataparser=parser_config)))
     pipeline = config.pipeline.setup(device="cpu", test_mode="test")
     load_snapshot(pipeline.model, snapshot)
-    step = int(snapshot["snapshot"].get("training_step", 0))
-    checkpoints = config.get_checkpoint_dir()
-    checkpoints.mkdir(parents=True, exist_ok=True)
-    with atomic_path(checkpoints / f"step-{step:09d}.ckpt") as tmp:
+    step = snapshot["snapshot"]["training_step"]
+    run = config.get_base_dir()
+    staged = run.with_name(f".{run.name}-{os.getpid()}")  # the whole run folder, then swapped in
+    shutil.rmtree(staged, ignore_errors=True)
+    (staged / config.relative_model_dir).mkdir(parents=True)
+    try:
         torch.save({"step": step, "pipeline": pipeline.state_dict(), "optimizers": {}, "schedulers": {}, "scalers": {}},
-                   tmp)
-    for earlier in checkpoints.glob("step-*.ckpt"):  # an earlier import's: ns-render would load the latest step
-        if earlier.name != f"step-{step:09d}.ckpt":
-            earlier.unlink()
-    config_path = config.get_base_dir() / "config.yml"
-    write_text_atomically(config_path, yaml.dump(config))
-    return config_path
+                   staged / config.relative_model_dir / f"step-{step:09d}.ckpt")
+        (staged / "config.yml").write_text(yaml.dump(config))
+        previous = run.with_name(f".{run.name}-{os.getpid()}-previous")
+        if run.exists():  # an earlier import's folder: kept until this one is complete
+            run.rename(previous)
+        staged.rename(run)
+        shutil.rmtree(previous, ignore_errors=True)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    return run / "config.yml"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     imported = commands.add_parser("import", help="an Instant-NGP snapshot -> a run folder for ns-render/ns-eval")
     imported.add_argument("snapshot", type=Path)
     imported.add_argument("--data", type=Path, required=True, help="the scene (its cameras)")
-    imported.add_argument("--dataparser", default="blender-data", choices=sorted(all_dataparsers))
+    imported.add_argument("--dataparser", default="blender-data", choices=DATAPARSERS,
+                          help="the scene's parser (default blender-data); the camera poses are its output")
     imported.add_argument("--output-dir", type=Path, default=Path("outputs"))
     imported.add_argument("--experiment-name", help="default: the --data folder's name")
     args = parser.parse_args(argv)
@@ -99,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 written = import_snapshot(args.snapshot, args.data, args.dataparser, args.output_dir,
                                           args.experiment_name)
-    except ValueError as error:
+    except (ValueError, OSError) as error:
         fail(str(error))
     print(written)
     return 0

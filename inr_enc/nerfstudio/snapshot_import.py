@@ -42,15 +42,21 @@ def snapshot_settings(snapshot: dict[str, Any], dataparser_transform: torch.Tens
         raise ValueError(f"snapshot: no {', '.join(missing)} in its network config")
     if section.get("density_grid_size") != GRID_SIZE:
         raise ValueError(f"snapshot: density_grid_size {section.get('density_grid_size')}, expected {GRID_SIZE}")
-    nerf = section.get("nerf", {})
-    if nerf.get("aabb_scale", 1) != 1 or (nerf.get("dataset") or {}).get("n_extra_learnable_dims", 0):
-        raise ValueError("snapshot: only aabb_scale 1 (one cascade: the unit cube) without extra dims is read")
+    nerf, ours = section["nerf"], section.get("inr_enc")
+    dataset = nerf.get("dataset") or {}
+    if nerf.get("aabb_scale", 1) != 1 or dataset.get("n_extra_learnable_dims", 0) or dataset.get("is_hdr", False):
+        raise ValueError("snapshot: only aabb_scale 1 (one cascade: the unit cube), without extra dims and not HDR "
+                         "(Instant-NGP's exponential colour), is read")
+    if ours is None and dataset.get("n_images", 1) == 0:  # Instant-NGP saved it without a dataset: no transform
+        raise ValueError("snapshot: its dataset section is empty, so its unit cube's place in the world is unknown "
+                         "(a snapshot inr_enc exported and Instant-NGP re-saved); import inr_enc's own export")
     background = section.get("background_color", [1.0, 1.0, 1.0, 1.0])
     config = {key: snapshot[key] for key in SECTIONS if key in snapshot}
     settings: dict[str, Any] = {"instant_ngp_config": json.dumps(config), "scene_contraction": "none",
                                 "grid_resolution": GRID_SIZE,
                                 "background_color": "black" if float(background[0]) < 0.5 else "white"}
-    ours = section.get("inr_enc")
+    if ours is not None:
+        settings.update(ours.get("settings", {}))
     if ours is None or ours.get("unit_frame") is not None:
         frame = torch.tensor(ours["unit_frame"]) if ours else ngp_unit_frame(
             snapshot, torch.eye(4)[:3] if dataparser_transform is None else dataparser_transform, dataparser_scale)
@@ -83,17 +89,29 @@ def load_snapshot(model: Any, snapshot: dict[str, Any]) -> None:
             raise ValueError(f"snapshot: exported from the scene box {ours['aabb']}; this data gives "
                              f"{field.aabb.tolist()}")
         opacity = torch.from_numpy(np.frombuffer(ours["opacity"], dtype="<f4").copy())
-    else:  # Instant-NGP's cascade 0 at each of our cells: optical thickness -> density * our step
+        if len(opacity) != model.occupancy.resolution**3:
+            raise ValueError(f"snapshot: an occupancy grid of {len(opacity)} cells; this model's has "
+                             f"{model.occupancy.resolution**3}")
+    else:  # Instant-NGP's cascade 0: optical thickness -> density * our step
         thickness = torch.from_numpy(np.frombuffer(section["density_grid_binary"], dtype="<f2").astype(np.float32))
         if len(thickness) not in (0, GRID_SIZE**3):
             raise ValueError(f"snapshot: a density grid of {len(thickness)} cells; one cascade has {GRID_SIZE**3}")
-        lo, hi = model.occupancy.aabb[0].double(), model.occupancy.aabb[1].double()
-        centres = lo + cell_centres(model.occupancy.resolution) * (hi - lo)
-        unit = centres @ field.unit_frame[:, :3].T.double() + field.unit_frame[:, 3].double()
-        ijk = (unit * GRID_SIZE).floor().long()
-        inside = ((ijk >= 0) & (ijk < GRID_SIZE)).all(-1)
-        values = torch.zeros(len(unit))
-        if len(thickness):
-            values[inside] = thickness[morton3d(ijk[inside])]
-        opacity = values / MIN_CONE_STEPSIZE * field.density_scale * model.step_size
+        opacity = _resampled(model, thickness) / MIN_CONE_STEPSIZE * field.density_scale * model.step_size
     model.occupancy.set_opacity(opacity.to(model.occupancy.opacity))
+
+
+def _resampled(model: Any, thickness: torch.Tensor) -> torch.Tensor:
+    """Instant-NGP's cells [128^3, Morton order] at the model's cells [R^3]: the largest over 2^3 points spread
+    through each (a rotated frame tilts its cells against ours; one point could miss a thin occupied one)."""
+    grid, frame = model.occupancy, model.field.unit_frame.double()
+    lo, hi = grid.aabb[0].double(), grid.aabb[1].double()
+    centres = cell_centres(grid.resolution)
+    values = torch.zeros(len(centres))
+    if not len(thickness):  # never populated: an untrained model's
+        return values
+    for corner in torch.cartesian_prod(*[torch.tensor([-0.25, 0.25], dtype=torch.float64)] * 3):
+        world = lo + (centres + corner / grid.resolution) * (hi - lo)
+        ijk = ((world @ frame[:, :3].T + frame[:, 3]) * GRID_SIZE).floor().long()
+        inside = ((ijk >= 0) & (ijk < GRID_SIZE)).all(-1)
+        values[inside] = torch.maximum(values[inside], thickness[morton3d(ijk[inside])])
+    return values
