@@ -130,7 +130,8 @@ class InrNerfModelConfig(ModelConfig):
     written_by: Suppress[str] = __version__  # the inr_enc that wrote a config.yml (none before 0.2.0); no flag
 
     def __post_init__(self) -> None:
-        """Every setting checked (settings.py) and ``encoding_config`` resolved: a bad one raises ValueError, or,
+        """Every setting checked, ``encoding_config`` and ``instant_ngp_config`` resolved (settings.py
+        ``check_model_settings``): a bad one raises ValueError, or,
         while ns-train parses its command line, prints one line and exits with code 2 (no output folder yet)."""
         with command_line_errors(self):
             check_model_settings(self)
