@@ -295,8 +295,12 @@ def test_instant_ngp_image_configs_load_with_comments_and_parents(tmp_path):
     assert base["optimizer"]["otype"] == "ExponentialDecay" and "decay" not in base["optimizer"]  # commented out
     assert load_config(tmp_path / "image" / "hashgrid.json") == base  # the parent itself; "parent" leaves
     frequency = load_config(tmp_path / "image" / "frequency.json")
-    # another otype replaces the section (tcnn would ignore the HashGrid keys left over); the rest is the parent's
-    assert frequency == {**base, "encoding": {"otype": "Frequency", "n_frequencies": 16}}
+    # merged as Instant-NGP merges (RFC 7386); the HashGrid keys left over are marked, and Frequency ignores them as
+    # tcnn does
+    inherited = ["base_resolution", "log2_hashmap_size", "n_features_per_level", "n_levels"]
+    assert frequency == {**base, "encoding": {**base["encoding"], "otype": "Frequency", "n_frequencies": 16,
+                                              "__inherited__": inherited}}
+    assert build_encoder(frequency["encoding"], 2).config == build_encoder({"otype": "Frequency", "n_frequencies": 16}, 2).config
     image = tmp_path / "image.png"
     import imageio.v3 as iio
     iio.imwrite(image, np.random.default_rng(0).integers(0, 256, (12, 10, 3), dtype=np.uint8))
@@ -307,6 +311,26 @@ def test_instant_ngp_image_configs_load_with_comments_and_parents(tmp_path):
         saved = yaml.safe_load((out / "config.yaml").read_text())
         assert saved["training"]["loss"] == "MSE" and saved["training"]["l2_reg"] == pytest.approx(1e-6)
         assert saved["network"]["otype"] == "FullyFusedMLP" and "bias" not in saved["network"]
+
+
+def test_a_child_of_another_otype_keeps_the_parents_keys_it_reads(tmp_path):
+    from inr_enc import load_config
+
+    # instant-ngp configs/nerf/densegrid.json over base.json: DenseGrid reads the HashGrid's n_features_per_level 4
+    (tmp_path / "base.json").write_text('{"encoding": {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 4,'
+                                        ' "log2_hashmap_size": 19, "base_resolution": 16}}')
+    (tmp_path / "dense.json").write_text('{"parent": "base.json", "encoding": {"otype": "DenseGrid", "n_levels": 8,'
+                                         ' "base_resolution": 16, "per_level_scale": 1.405}}')
+    dense = build_encoder(load_config(tmp_path / "dense.json")["encoding"], 3)
+    assert type(dense).__name__ == "DenseGrid" and dense.config["n_features_per_level"] == 4
+    (tmp_path / "typo.json").write_text('{"parent": "base.json", "encoding": {"otype": "DenseGrid", "n_levles": 8}}')
+    with pytest.raises(ValueError, match=r"unknown config key 'n_levles' \(did you mean 'n_levels'"):
+        build_encoder(load_config(tmp_path / "typo.json")["encoding"], 3)  # the child's own keys are still checked
+    (tmp_path / "network.json").write_text('{"network": {"otype": "MLP", "bias": true, "n_neurons": 32}}')
+    (tmp_path / "fused.json").write_text('{"parent": "network.json", "network": {"otype": "FullyFusedMLP"}}')
+    from inr_enc.networks.registry import network_class
+    fused = load_config(tmp_path / "fused.json")["network"]
+    assert network_class(fused).__name__ == "TcnnMLP"  # the parent's MLP key (bias) does not pick MLP
 
 
 def test_parent_patches_merge_keys_remove_nulls_and_refuse_cycles(tmp_path):

@@ -21,6 +21,18 @@ def config_error(section: str, message: str) -> ValueError:
     return ValueError(f"{section}: {message}")
 
 
+INHERITED = "__inherited__"  # the keys merge_patch kept from a parent section of another otype (files.py)
+
+
+def without_unread_inherited(config: Mapping[str, Any], valid: Iterable[str]) -> dict[str, Any]:
+    """``config`` less the keys it inherited from a parent section of another otype (``INHERITED``) that are not in
+    ``valid``: tcnn and Instant-NGP ignore keys an otype does not read; inr_enc refuses only a config's own."""
+    inherited = config.get(INHERITED, ())
+    valid = set(valid)
+    return {key: value for key, value in config.items()
+            if key != INHERITED and (key in valid or key not in inherited)}
+
+
 def check_keys(section: str, config: Mapping[str, Any], valid: Iterable[str]) -> None:
     """Raise ValueError naming each unknown key, a close match, and the valid keys."""
     valid = sorted(set(valid))

@@ -11,6 +11,8 @@ from typing import Any
 import json5
 import yaml
 
+from .checks import INHERITED
+
 CONFIG_DIR = Path(resources.files("inr_enc") / "configs")  # a regular folder: pip installs wheels unpacked
 SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -67,15 +69,17 @@ def _with_parents(path: Path, children: tuple[Path, ...]) -> dict[str, Any]:
 
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch, as Instant-NGP applies a child config to its parent (nlohmann's merge_patch):
-    mappings merge key by key, null removes a key, anything else replaces; on copies. One difference: a mapping
-    naming another ``otype`` than the one it patches names replaces it (configs/nerf/frequency.json turns a Composite
-    into a Frequency encoding; tcnn ignores the keys left over from the parent's otype, inr_enc refuses unknown
-    keys). Written here: a few lines, and that difference is ours."""
+    mappings merge key by key, null removes a key, anything else replaces; on copies. Where a mapping names another
+    ``otype`` than the one it patches (configs/nerf/densegrid.json: DenseGrid over base.json's HashGrid), the keys
+    it keeps from the parent are listed under ``INHERITED``: the otype's own check ignores those it does not read,
+    as tcnn does (checks.py ``without_unread_inherited``), and uses the others (densegrid.json's
+    n_features_per_level 4). Written here: a few lines, and the marking is ours."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
-    replaced = (isinstance(target, dict) and isinstance(target.get("otype"), str) and isinstance(patch.get("otype"), str)
-                and target["otype"].lower() != patch["otype"].lower())
-    merged = copy.deepcopy(target) if isinstance(target, dict) and not replaced else {}
+    merged = copy.deepcopy(target) if isinstance(target, dict) else {}
+    if isinstance(merged.get("otype"), str) and isinstance(patch.get("otype"), str) \
+            and merged["otype"].lower() != patch["otype"].lower():
+        merged[INHERITED] = sorted(set(merged) - set(patch) - {"otype", INHERITED})
     for key, value in patch.items():
         if value is None:
             merged.pop(key, None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .checks import check_keys, check_mapping, config_error
+from .checks import check_keys, check_mapping, config_error, without_unread_inherited
 
 LOSSES = {"L1": "L1", "L2": "MSE", "RelativeL1": "RelativeL1", "RelativeL2": "RelativeL2", "MAPE": "MAPE",
           "SMAPE": "SMAPE", "Huber": "Huber", "SmoothL1": "Huber"}  # tcnn/Instant-NGP name -> training.loss
@@ -46,7 +46,7 @@ def training_from_tcnn(loss: Any, optimizer: Any) -> dict[str, Any]:
     Adam), as is a wrapper without ``nested`` (Adam)."""
     training: dict[str, Any] = {}
     if loss is not None:
-        loss = check_mapping("loss", "loss", loss, allow_none=False)
+        loss = without_unread_inherited(check_mapping("loss", "loss", loss, allow_none=False), {"otype"})
         check_keys("loss", loss, {"otype": None})
         training["loss"] = LOSSES[_otype("loss", loss, {name.casefold(): name for name in LOSSES}, "RelativeL2")]
     seen: list[str] = []
@@ -57,7 +57,9 @@ def training_from_tcnn(loss: Any, optimizer: Any) -> dict[str, Any]:
             raise config_error("optimizer", f"{otype} appears twice in the chain; each wrapper at most once")
         seen.append(otype)
         keys = {"Ema": EMA, "ExponentialDecay": EXPONENTIAL_DECAY, "Adam": {**ADAM, **ADAM_AT_DEFAULT}, "Lion": LION}[otype]
-        check_keys(f"optimizer {otype}", optimizer, {"otype": None, **keys, **({} if otype in INNERMOST else {"nested": None})})
+        valid = {"otype": None, **keys, **({} if otype in INNERMOST else {"nested": None})}
+        optimizer = without_unread_inherited(optimizer, valid)
+        check_keys(f"optimizer {otype}", optimizer, valid)
         settings = {**keys, **{k: v for k, v in optimizer.items() if k in keys}}
         if otype == "Ema":
             training["ema_decay"] = settings["decay"]

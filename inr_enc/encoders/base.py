@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ..config.checks import check_int, check_keys, check_mapping
+from ..config.checks import check_int, check_keys, check_mapping, without_unread_inherited
 from ..config.memory import check_memory
 from ..ops.precision import compute_dtype
 from .backends import Choice, check_backend, choose_backend
@@ -85,7 +85,7 @@ class Encoder(nn.Module):
     def resolve_config(cls, config: Any, n_input_dims: Any) -> dict[str, Any]:
         """The canonical config (``otype`` first, every key, defaults filled in) or ValueError naming the problem.
         Pure: allocates no tensors."""
-        config = check_mapping(cls.otype, "config", config, allow_none=False)
+        config = without_unread_inherited(check_mapping(cls.otype, "config", config, allow_none=False), cls.defaults)
         config.pop("otype", None)
         check_keys(cls.otype, config, cls.defaults)
         n_input_dims = check_int(cls.otype, "n_input_dims", n_input_dims, cls.min_input_dims, cls.max_input_dims)

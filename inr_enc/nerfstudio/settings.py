@@ -107,6 +107,22 @@ def check_field_settings(encoding: Any, network: Any, direction_encoding: Any, c
         MLP.resolve_config(color, direction.n_output_dims + geo_feat_dim + appearance_embedding_dim, 3)
 
 
+def canonical_instant_ngp_field(config: Any) -> None:
+    """The field sections an Instant-NGP config set, resolved (defaults filled in; keys a section kept from a parent
+    of another otype and does not read dropped), so that config.yml shows what is built."""
+    with naming("encoding"):
+        position = encoder_spec(config.encoding, 3)
+    with naming("network"):
+        config.network = resolve_network(config.network, 1 + config.geo_feat_dim, position)
+    config.encoding = position.config
+    with naming("direction_encoding", "encoding"):
+        n_inputs = 1 + config.geo_feat_dim + 3 + config.appearance_embedding_dim
+        inputs = encoder_spec(color_input_encoding(config.direction_encoding, 1 + config.geo_feat_dim), n_inputs)
+    with naming("color_network", "network"):
+        config.color_network = resolve_network(config.color_network, 3, inputs)
+    config.direction_encoding = inputs.config["nested"][-1]
+
+
 def check_model_settings(config: Any) -> None:
     """An InrNerfModelConfig's settings checked, ``encoding_config`` and ``instant_ngp_config`` resolved into the
     settings they set (then None: config.yml holds the resolved settings); ValueError naming what is wrong."""
@@ -118,7 +134,8 @@ def check_model_settings(config: Any) -> None:
         if "network" in resolved:
             config.network = dict(resolved["network"])
         config.encoding_config = None
-    if config.instant_ngp_config is not None:
+    from_instant_ngp = config.instant_ngp_config is not None
+    if from_instant_ngp:
         with naming("instant_ngp_config"):
             settings = read_instant_ngp_config(config.instant_ngp_config)
         settings["field_layout"] = "instant-ngp"
@@ -146,6 +163,8 @@ def check_model_settings(config: Any) -> None:
     failed = [rule for rule, ok in checks.items() if not ok]
     if failed:
         raise ValueError(f"InrNerfModelConfig: need {', '.join(failed)}")
+    if from_instant_ngp:
+        canonical_instant_ngp_field(config)
     check_field_settings(config.encoding, config.network, config.direction_encoding, config.color_network,
                          config.geo_feat_dim, config.appearance_embedding_dim, config.field_layout)
 

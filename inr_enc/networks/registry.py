@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config.checks import Registry, check_mapping
+from ..config.checks import INHERITED, Registry, check_mapping
 from ..encoders.base import Encoder, EncoderSpec
 from .base import Network
 
@@ -17,7 +17,8 @@ DEFAULT_OTYPE = "MLP"
 def network_class(config: Any) -> type[Network]:
     """The class a network config names (``otype``, default MLP; case-insensitive); ValueError listing the valid ones."""
     config = check_mapping("network", "network", config) or {}
-    return NETWORKS.lookup(config.get("otype", DEFAULT_OTYPE)).class_for(config)
+    own = {k: v for k, v in config.items() if k not in config.get(INHERITED, ())}  # a parent's keys pick no class
+    return NETWORKS.lookup(config.get("otype", DEFAULT_OTYPE)).class_for(own)
 
 
 def resolve_network(config: Any, n_output_dims: int, encoder: EncoderSpec) -> dict[str, Any]:
