@@ -18,6 +18,7 @@ pytest.importorskip("nerfstudio")
 from nerfstudio.cameras.rays import Frustums, RaySamples  # noqa: E402
 from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 from nerfstudio.field_components.field_heads import FieldHeadNames  # noqa: E402
+from nerf_runs import NGP_NERF_BASE, scene_with_test_views  # noqa: E402
 from reference import tcnn_sh_degree4  # noqa: E402
 
 from inr_enc.nerfstudio.methods import InrTrainerConfig, inr_hashgrid  # noqa: E402
@@ -25,34 +26,8 @@ from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
 from inr_enc.nerfstudio.weight_average import WeightAverage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENE = ROOT / "data" / "scenes" / "primitives"
 BIN = Path(sys.executable).parent
 
-# instant-ngp configs/nerf/base.json, retyped as data (keys and values)
-ADAM_NESTED = {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15, "l2_reg": 1e-6}
-NGP_NERF_BASE = {
-    "loss": {"otype": "Huber"},
-    "optimizer": {"otype": "Ema", "decay": 0.95, "nested": {
-        "otype": "ExponentialDecay", "decay_start": 20000, "decay_interval": 10000, "decay_base": 0.33,
-        "nested": ADAM_NESTED}},
-    "encoding": {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 4, "log2_hashmap_size": 19,
-                 "base_resolution": 16},
-    "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64,
-                "n_hidden_layers": 1},
-    "dir_encoding": {"otype": "Composite", "nested": [
-        {"n_dims_to_encode": 3, "otype": "SphericalHarmonics", "degree": 4}, {"otype": "Identity"}]},
-    "rgb_network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64,
-                    "n_hidden_layers": 2},
-    "distortion_map": {"resolution": [32, 32], "optimizer": {
-        "otype": "ExponentialDecay", "decay_start": 10000, "decay_interval": 5000, "decay_end": 25000,
-        "decay_base": 0.33, "nested": {"otype": "Adam", "learning_rate": 1e-4, "beta1": 0.9, "beta2": 0.99,
-                                       "epsilon": 1e-8}}},
-    "envmap": {"loss": {"otype": "RelativeL2"}, "optimizer": {"otype": "Ema", "decay": 0.99, "nested": {
-        "otype": "ExponentialDecay", "decay_start": 10000, "decay_interval": 5000, "decay_base": 0.33,
-        "nested": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "beta3": 0.9,
-                   "beta_shampoo": 0.0, "epsilon": 1e-10, "identity": 0.0001, "cg_on_momentum": False,
-                   "frobenius_normalization": True, "l2_reg": 1e-10}}}},
-}
 # configs/nerf/small.json and frequency.json: patches of base.json ("parent"), the second with comments
 NGP_NERF_SMALL = '{"parent": "base.json", "optimizer": {"nested": {"decay_start": 10000, "decay_interval": 5000}},' \
                  ' "encoding": {"log2_hashmap_size": 15}}'
@@ -269,12 +244,7 @@ def ngp_run(configs, tmp_path_factory):
     """ns-train inr-hashgrid with Instant-NGP's base.json, 8 iterations on CPU, on the bundled scene with its
     first 2 test views -> (the run's config.yml, the scene)."""
     out = tmp_path_factory.mktemp("ngp")
-    scene = out / "primitives"
-    scene.mkdir()
-    for name in ("train", "val", "test", "transforms_train.json", "transforms_val.json"):
-        (scene / name).symlink_to(SCENE / name)
-    test = json.loads((SCENE / "transforms_test.json").read_text())
-    (scene / "transforms_test.json").write_text(json.dumps({**test, "frames": test["frames"][:2]}))
+    scene = scene_with_test_views(out, 2)
     run(BIN / "ns-train", "inr-hashgrid", "--machine.device-type", "cpu", "--max-num-iterations", "8",
         "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True", "--output-dir", out,
         "--experiment-name", "p", "--timestamp", "run", "--steps-per-eval-batch", "0", "--steps-per-eval-image", "0",

@@ -18,6 +18,8 @@ import tyro  # noqa: E402
 from nerfstudio.cameras.rays import Frustums, RaySamples  # noqa: E402
 from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 
+from nerf_runs import scene_with_test_views  # noqa: E402
+
 from inr_enc import build_encoder  # noqa: E402
 from inr_enc.nerf.frustum import frustum_gaussian  # noqa: E402
 from inr_enc.nerfstudio.methods import hyb_nerf, inr_fourier, inr_hashgrid  # noqa: E402
@@ -231,12 +233,7 @@ def trained(tmp_path_factory):
     """The run folder of ns-train inr-hashgrid, 30 iterations on CPU, on the bundled scene with its first
     TEST_VIEWS test views (ns-eval and ns-render go through all of them, an untrained model slowest of all)."""
     out = tmp_path_factory.mktemp("ns")
-    scene = out / "primitives"
-    scene.mkdir()
-    for name in ("train", "val", "test", "transforms_train.json", "transforms_val.json"):
-        (scene / name).symlink_to(SCENE / name)
-    test = json.loads((SCENE / "transforms_test.json").read_text())
-    (scene / "transforms_test.json").write_text(json.dumps({**test, "frames": test["frames"][:TEST_VIEWS]}))
+    scene = scene_with_test_views(out, TEST_VIEWS)
     run(BIN / "ns-train", "inr-hashgrid", "--machine.device-type", "cpu", "--max-num-iterations", 30,
         "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True", "--output-dir", out,
         "--experiment-name", "primitives", "--timestamp", "run", "--steps-per-eval-batch", "0",

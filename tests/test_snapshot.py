@@ -15,6 +15,7 @@ pytest.importorskip("nerfstudio")
 from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples  # noqa: E402
 from nerfstudio.field_components.field_heads import FieldHeadNames  # noqa: E402
 from nerfstudio.data.scene_box import SceneBox  # noqa: E402
+from nerf_runs import NGP_NERF_BASE  # noqa: E402
 from reference import level_layout  # noqa: E402
 
 from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
@@ -23,19 +24,8 @@ from inr_enc.nerfstudio.snapshot import export_snapshot, morton3d, read_snapshot
 from inr_enc.nerfstudio.snapshot_cli import saved_to_world  # noqa: E402
 from inr_enc.nerfstudio.snapshot_import import load_snapshot, snapshot_settings  # noqa: E402
 
-# instant-ngp configs/nerf/base.json's field and loss (tests/test_instant_ngp_nerf.py has all of it), 2^12 entries
-CONFIG = {"loss": {"otype": "Huber"},
-          "optimizer": {"otype": "Ema", "decay": 0.95, "nested": {"otype": "Adam", "learning_rate": 1e-2,
-                                                                 "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15,
-                                                                 "l2_reg": 1e-6}},
-          "encoding": {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 4, "log2_hashmap_size": 12,
-                       "base_resolution": 16},
-          "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64,
-                      "n_hidden_layers": 1},
-          "dir_encoding": {"otype": "Composite", "nested": [
-              {"n_dims_to_encode": 3, "otype": "SphericalHarmonics", "degree": 4}, {"otype": "Identity"}]},
-          "rgb_network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None",
-                          "n_neurons": 64, "n_hidden_layers": 2}}
+# instant-ngp's configs/nerf/base.json with 2^12 entries per level (a small snapshot)
+CONFIG = {**NGP_NERF_BASE, "encoding": {**NGP_NERF_BASE["encoding"], "log2_hashmap_size": 12}}
 MIN_CONE_STEPSIZE = math.sqrt(3) / 1024  # nerf_device.cuh SQRT3() / NERF_STEPS()
 
 

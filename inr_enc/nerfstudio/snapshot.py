@@ -115,7 +115,7 @@ def export_snapshot(model: Any, step: int = 0) -> dict[str, Any]:
     # each of Instant-NGP's cells takes our cell at its centre: density * MIN_CONE_STEPSIZE in unit-cube lengths
     unit = cell_centres(GRID_SIZE)
     world = _unit_to_world(field, unit)
-    opacity = grid.opacity_at(world.float())
+    opacity = grid.opacity_at(world.float().to(grid.opacity.device)).cpu()  # the model may sit on a GPU
     thickness = opacity.double() / (model.step_size * field.density_scale) * MIN_CONE_STEPSIZE
     ngp_grid = torch.zeros(GRID_SIZE**3, dtype=torch.float16)
     ngp_grid[morton3d((unit * GRID_SIZE).long())] = thickness.to(torch.float16)
@@ -133,7 +133,7 @@ def export_snapshot(model: Any, step: int = 0) -> dict[str, Any]:
         "training_step": int(step), "loss": 0.0, "aabb": unit_box,
         "render_aabb": unit_box, "render_aabb_to_local": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
         "bounding_radius": math.sqrt(3) / 2, "up_dir": [0.0, 0.0, 1.0], "background_color": [background] * 3 + [1.0],
-        "inr_enc": {"version": __version__, "opacity": grid.opacity.numpy().astype("<f4").tobytes(),
+        "inr_enc": {"version": __version__, "opacity": grid.opacity.cpu().numpy().astype("<f4").tobytes(),
                     "aabb": field.aabb.tolist(),
                     "unit_frame": None if field.unit_frame is None else field.unit_frame.tolist(),
                     "settings": {key: getattr(model.config, key) for key in RENDER_SETTINGS}},
@@ -144,10 +144,11 @@ def export_snapshot(model: Any, step: int = 0) -> dict[str, Any]:
 
 
 def _unit_to_world(field: Any, unit: torch.Tensor) -> torch.Tensor:
-    """Unit-cube points [P, 3] -> world [P, 3] (the inverse of the field's frame, or of its scene box)."""
+    """Unit-cube points [P, 3] -> world [P, 3] on the CPU (the inverse of the field's frame, or of its scene box)."""
     if field.unit_frame is not None:
-        return unit_to_world(unit, field.unit_frame)
-    return field.aabb[0].double() + unit * (field.aabb[1] - field.aabb[0]).double()
+        return unit_to_world(unit, field.unit_frame.cpu())
+    aabb = field.aabb.cpu().double()
+    return aabb[0] + unit * (aabb[1] - aabb[0])
 
 
 def write_snapshot(snapshot: dict[str, Any], path: str | Path) -> None:
