@@ -163,10 +163,11 @@ def check_model_settings(config: Any) -> None:
     failed = [rule for rule, ok in checks.items() if not ok]
     if failed:
         raise ValueError(f"InrNerfModelConfig: need {', '.join(failed)}")
-    if from_instant_ngp:
+    if from_instant_ngp:  # resolving the sections checks them as check_field_settings would
         canonical_instant_ngp_field(config)
-    check_field_settings(config.encoding, config.network, config.direction_encoding, config.color_network,
-                         config.geo_feat_dim, config.appearance_embedding_dim, config.field_layout)
+    else:
+        check_field_settings(config.encoding, config.network, config.direction_encoding, config.color_network,
+                             config.geo_feat_dim, config.appearance_embedding_dim, config.field_layout)
 
 
 BOUNDED_DATAPARSERS = (BlenderDataParserConfig, DNeRFDataParserConfig)  # synthetic objects in a box

@@ -47,15 +47,11 @@ class WeightAverage(nn.Module):
         self._swap(average=not mode)
         return self
 
-    @torch.no_grad()
     def _swap(self, average: bool) -> None:
-        if average and self._raw is None and self._steps > 0:
-            self._raw = [p.detach().clone() for p in self._params]
-            for i, param in enumerate(self._params):
-                param.copy_(getattr(self, f"average_{i}"))
+        if average and self._raw is None:
+            self._raw = self._ema().swap_in()
         elif not average and self._raw is not None:
-            for saved, param in zip(self._raw, self._params):
-                param.copy_(saved)
+            self._ema().restore(self._raw)
             self._raw = None
 
     def before_load(self) -> None:

@@ -37,19 +37,28 @@ class WeightEma:
     @contextmanager
     def applied(self) -> Iterator[None]:
         """Within the block the parameters hold the average (the raw weights before any update: no step yet)."""
-        if self.steps == 0:
-            yield
-            return
-        raw = [p.detach().clone() for p in self.params]
-        with torch.no_grad():
-            for average, param in zip(self.average, self.params):
-                param.copy_(average)
+        raw = self.swap_in()
         try:
             yield
         finally:
-            with torch.no_grad():
-                for saved, param in zip(raw, self.params):
-                    param.copy_(saved)
+            self.restore(raw)
+
+    @torch.no_grad()
+    def swap_in(self) -> list[torch.Tensor] | None:
+        """Put the average into the parameters -> a copy of the raw weights for :meth:`restore` (None, changing
+        nothing, before the first update)."""
+        if self.steps == 0:
+            return None
+        raw = [p.detach().clone() for p in self.params]
+        for average, param in zip(self.average, self.params):
+            param.copy_(average)
+        return raw
+
+    @torch.no_grad()
+    def restore(self, raw: list[torch.Tensor] | None) -> None:
+        """Put back the raw weights :meth:`swap_in` returned."""
+        for saved, param in zip(raw or [], self.params):
+            param.copy_(saved)
 
     def state_dict(self) -> dict:
         return {"steps": self.steps, "decay": self.decay, "average": [a.clone() for a in self.average]}
