@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -144,6 +145,7 @@ def new_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
 
 def resumed_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     """The saved run in ``args.resume``, checked again; only --steps (and --quiet, --device) may change."""
+    from .fitting.inputs import check_unchanged
     from .fitting.run import resolve_task_run
 
     clashing = [flag for flag in ("config", "path", "out", "seed", "batch_size", "lr", "schedule", "eval_every", "checkpoint_every")
@@ -158,8 +160,10 @@ def resumed_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     if not isinstance(task, dict) or task.get("kind") != args.task:
         raise ValueError(f"{out} holds a {task.get('kind') if isinstance(task, dict) else 'broken'} run, not {args.task}")
     training = {"steps": args.steps} if args.steps is not None else None
+    saved_task = task
     run, task = resolve_task_run(saved, args.task, task.get("path"), task.get("train_split", False),
                                  training=training, saved=True)
+    check_unchanged(saved_task, run["task"], out)
     return run, task, out
 
 
@@ -171,7 +175,9 @@ def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """inr-fit images | audios: every file of a folder with each config of --config (comma-separated; several:
     OUT/<config>/ each, and OUT/summary.* and rate_distortion.png comparing them; fitting/dataset.py) -> each
     config's rows."""
-    from .fitting.dataset import UNITS, check_config, default_name, fit_folder, list_signals, rank_group
+    from .fitting.dataset import UNITS, check_config, fit_folder, from_rank_0, rank_group
+    from .fitting.inputs import default_name, list_signals, safe_name
+    from .fitting.run_folder import folder_run_locked
     from .fitting.summary import write_config_comparison
     from .fitting.tensorboard import require_tensorboard
 
@@ -187,7 +193,7 @@ def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
         raise ValueError("--vis tensorboard logs one run at a time; it does not go with --together")
     where, names = str(args.path), (args.config or DEFAULT_CONFIGS[kind]).split(",")
     stems = [Path(name).stem for name in names]
-    if len(set(stems)) < len(stems):
+    if len({safe_name(stem) for stem in stems}) < len(stems):
         raise ValueError(f"--config {args.config}: two configs named alike; each gets OUT/<name>/")
     out = args.out or Path("out") / f"{default_name(where)}-{'+'.join(stems)}"
     if args.vis == "tensorboard":
@@ -202,9 +208,10 @@ def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
                    for stem in configs}
         for stem, config in configs.items():  # every config checked before anything is fitted
             check_config(kind, config, options[stem], files)
-        with rank_group(pick_device(args.device)) as (ranks, device):
+        with rank_group(pick_device(args.device)) as (ranks, device), ExitStack() as held:
+            from_rank_0(ranks, lambda: held.enter_context(folder_run_locked(out)))  # one folder run at a time
             for stem, config in configs.items():
-                folder = out / stem if len(configs) > 1 else out
+                folder = out / safe_name(stem) if len(configs) > 1 else out
                 results[stem] = fit_folder(kind, files, config, options[stem], folder, device, ranks,
                                            args.overwrite, args.quiet)
             if len(configs) > 1 and ranks.rank == 0:

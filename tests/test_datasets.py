@@ -18,7 +18,7 @@ from runs import TINY, write_tiny_config
 
 from inr_enc.cli import main as inr_fit
 from inr_enc.fitting import dataset
-from inr_enc.fitting.dataset import default_name, list_signals, run_names
+from inr_enc.fitting.inputs import default_name, list_signals, run_names
 from inr_enc.fitting.loop import Fitter
 
 

@@ -39,7 +39,7 @@ from .training import batch_index, elementwise_loss, make_optimizer
 from .stops import Diverged, Interrupted
 
 
-GROUP_CHECKPOINTS = ".group-*.pt"  # OUT/.group-<first run>-<models>.pt
+GROUP_CHECKPOINTS = ".group-*.pt"  # OUT/.group-<first run>-<models>.pt (dataset.py names them)
 
 
 def group_key(task: Any) -> tuple:
@@ -152,7 +152,8 @@ class GroupFitter:
                     raise Interrupted
 
     def save(self, path: Path) -> None:
-        payload = {"names": [run["task"]["path"] for run in self.runs], "config": self.runs[0],
+        payload = {"names": [run["task"]["path"] for run in self.runs], "tasks": [run["task"] for run in self.runs],
+                   "config": self.runs[0],
                    "states": [vars(s) for s in self.states], "diverged": self.diverged,
                    "model": self.batch.state_dict(), "optimizer": self.optimizer.state_dict(),
                    "scheduler": self.scheduler.state_dict(), "batches": self.batches.get_state()}
@@ -166,8 +167,8 @@ class GroupFitter:
             payload = torch.load(path, map_location=self.device, weights_only=True)
         except Exception:
             raise ValueError(f"{path}: not a readable group checkpoint") from None
-        if payload.get("names") != [run["task"]["path"] for run in self.runs] or payload.get("config") != self.runs[0]:
-            raise ValueError(f"{path}: a group of other files or another config")
+        if payload.get("tasks") != [run["task"] for run in self.runs] or payload.get("config") != self.runs[0]:
+            raise ValueError(f"{path}: a group of other files (or since changed) or another config")
         try:
             self.batch.load_state_dict(payload["model"])
             self.optimizer.load_state_dict(payload["optimizer"])
@@ -199,9 +200,20 @@ class GroupFitter:
         return model
 
 
-def fit_group(runs: list[dict[str, Any]], tasks: list[Any], folders: list[Path], out: Path, device: torch.device,
-              overwrite: bool, pictures: bool = True) -> list[dict[str, Any] | BaseException]:
+def saved_group_files(path: Path) -> list[str]:
+    """The input paths of the group saved at ``path`` (a group checkpoint, read without loading its tensors);
+    [] for a file that is not one."""
+    try:
+        names = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("names")
+    except Exception:
+        return []
+    return names if isinstance(names, list) and all(isinstance(name, str) for name in names) else []
+
+
+def fit_group(runs: list[dict[str, Any]], tasks: list[Any], folders: list[Path], checkpoint: Path,
+              device: torch.device, overwrite: bool, pictures: bool = True) -> list[dict[str, Any] | BaseException]:
     """Fit ``tasks`` together and write each into its folder -> per task its metrics or the error it ended with.
+    ``checkpoint``: the group's file (GROUP_CHECKPOINTS), continued when it holds this group.
 
     Every folder is locked (and checked, as ``inr-fit image`` checks --out) before training; one that cannot be
     used is that file's error and the group goes on without it. After training, every model's checkpoint is
@@ -217,7 +229,6 @@ def fit_group(runs: list[dict[str, Any]], tasks: list[Any], folders: list[Path],
         members = list(locked)
         if members:
             fitter = GroupFitter([runs[m] for m in members], [tasks[m] for m in members], device)
-            checkpoint = out / GROUP_CHECKPOINTS.replace("*", f"{folders[members[0]].name}-{len(members)}")
             if checkpoint.is_file():
                 try:
                     fitter.load(checkpoint)

@@ -15,11 +15,10 @@ are gathered (gloo on CPU, NCCL on CUDA, where each rank takes device ``LOCAL_RA
 from __future__ import annotations
 
 import datetime
-import glob
 import json
 import os
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,56 +29,16 @@ import yaml
 from tqdm import tqdm
 
 from .outputs import METRICS_FILE
-from .batched import chunks, fit_group, group_key, group_unavailable_reason
+from .batched import GROUP_CHECKPOINTS, chunks, fit_group, group_key, group_unavailable_reason, saved_group_files
+from .inputs import check_unchanged, run_names, without_identity
 from .run import field_of, fit_run, read_task, resolve_for, resolve_task_run
 from .run_folder import CHECKPOINT, CONFIG, read_config
 from .stops import Diverged
 from .summary import summary_row, finite_numbers, write_summary
 
-SUFFIXES = {"image": (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif"),
-            "audio": (".wav", ".flac", ".ogg")}
 UNITS = {"image": "pixel", "audio": "sample"}
 NO_MEMORY_LIMIT = 1 << 62  # bytes
 GATHER_TIMEOUT = datetime.timedelta(days=7)  # ranks wait this long for the slowest one's share
-
-
-def list_signals(kind: str, where: str, out: Path | None = None) -> list[Path]:
-    """The files to fit, sorted: a folder's files with a ``kind`` suffix (SUFFIXES), or every file a glob pattern
-    matches, leaving out anything under ``out`` (a run's own outputs). ValueError when there are none."""
-    if Path(where).is_dir():
-        files = [p for p in Path(where).iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES[kind]]
-        if not files:
-            raise ValueError(f"{where}: no {kind} files in the folder ({' '.join(SUFFIXES[kind])})")
-    elif glob.has_magic(where):
-        files = [Path(p) for p in glob.glob(where, recursive=True) if Path(p).is_file()]
-        if not files:
-            raise ValueError(f"{where}: the pattern matches no file")
-    else:
-        raise ValueError(f"{where}: neither a folder nor a glob pattern (such as 'photos/*.png')")
-    if out is not None:
-        files = [file for file in files if not file.resolve().is_relative_to(out.resolve())]
-        if not files:
-            raise ValueError(f"{where}: no file outside --out {out}")
-    return sorted(files)
-
-
-def default_name(where: str) -> str:
-    """A name for a folder run's default --out: the folder's, or for a glob the folder before its first wildcard."""
-    parts = Path(where).parts
-    plain = parts[:next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))]
-    return Path(*plain).resolve().name if plain else Path.cwd().name
-
-
-def run_names(files: list[Path]) -> list[str]:
-    """A distinct run-folder name per file: its stem; a repeated stem gets -2, -3, ... in the files' order."""
-    names: list[str] = []
-    for file in files:
-        name, k = file.stem, 1
-        while name in names:
-            k += 1
-            name = f"{file.stem}-{k}"
-        names.append(name)
-    return names
 
 
 @dataclass(frozen=True)
@@ -121,9 +80,11 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
             saved = resolve_for(raw, task, options["train_split"], saved=True, max_memory=NO_MEMORY_LIMIT)
         except ValueError:
             saved = None
-        same_signal = isinstance(raw, dict) and _as_saved(raw.get("task")) == _as_saved(run["task"])  # as written
+        saved_task = raw.get("task") if isinstance(raw, dict) else None
+        same_signal = _as_saved(without_identity(saved_task)) == _as_saved(without_identity(run["task"]))  # as written
         if saved is None or not same_signal or _as_saved(saved) != _as_saved(run):
             raise ValueError(f"{folder} holds a run of another config or signal; pass --overwrite to replace it")
+        check_unchanged(saved_task, run["task"], folder)
         if (folder / METRICS_FILE).is_file():
             return "skipped", json.loads((folder / METRICS_FILE).read_text())
         return "resumed", fit_run(saved, task, folder, device, resume=True, quiet=True, vis=options["vis"],
@@ -175,14 +136,45 @@ def rank_group(device: torch.device) -> Iterator[tuple[Ranks, torch.device]]:
         torch.distributed.destroy_process_group()
 
 
-def _groups(kind: str, config: dict[str, Any], options: dict[str, Any], files: list[Path], folders: list[Path],
-            mine: list[int], overwrite: bool, together: int) -> list[list[int]]:
-    """``mine`` as jobs: files with no run in their folder (or all, with ``overwrite``) in groups of up to
-    ``together`` of one signal shape; the rest one by one (skipped, resumed, refused or failing as
-    :func:`fit_file` finds them)."""
+def from_rank_0(ranks: Ranks, compute: Callable[[], Any]) -> Any:
+    """``compute()`` on rank 0, its value (or the ValueError it raised) on every rank: what depends on the disk's
+    state at the start (run names) or is held once (the folder run's lock) is decided once for all ranks."""
+    value, error = None, None
+    if ranks.rank == 0:
+        try:
+            value = compute()
+        except ValueError as raised:
+            error = str(raised)
+    if ranks.world > 1:
+        box = [(value, error)]
+        torch.distributed.broadcast_object_list(box, src=0)
+        value, error = box[0]
+    if error is not None:
+        raise ValueError(error)
+    return value
+
+
+def _jobs(kind: str, options: dict[str, Any], files: list[Path], folders: list[Path], out: Path, mine: list[int],
+          overwrite: bool, together: int) -> list[tuple[list[int], Path | None]]:
+    """``mine`` as jobs (file indices, the group's checkpoint): first the groups an interrupted run saved in ``out``
+    whatever ``together`` is now, then files with no run in their folder (or all, with ``overwrite``) in groups of up
+    to ``together`` of one signal shape; the rest one by one (skipped, resumed, refused or failing as
+    :func:`fit_file` finds them). A saved group that cannot continue (a file gone, or fitted since) is removed by
+    the rank of its first file."""
+    has_run = [not overwrite and (f / CONFIG).is_file() and (f / CHECKPOINT).is_file() for f in folders]
+    index = {str(file): i for i, file in enumerate(files)}
+    jobs: list[tuple[list[int], Path | None]] = []
+    for path in sorted(out.glob(GROUP_CHECKPOINTS)):
+        members = [index.get(name) for name in saved_group_files(path)]
+        first = members[0] if members else None
+        if members and None not in members and all(i in mine and not has_run[i] for i in members):
+            jobs.append((members, path))  # type: ignore[arg-type]
+        elif first in mine or (first is None and 0 in mine):
+            path.unlink(missing_ok=True)
+    saved = {i for group, _ in jobs for i in group}
     fresh, keys = [], []
     for i in mine:
-        if not overwrite and (folders[i] / CONFIG).is_file() and (folders[i] / CHECKPOINT).is_file():
+        if together == 1 or i in saved or has_run[i]:
             continue
         try:
             task = read_task(kind, str(files[i]), options["train_split"])
@@ -190,39 +182,56 @@ def _groups(kind: str, config: dict[str, Any], options: dict[str, Any], files: l
             continue
         fresh.append(i)
         keys.append(group_key(task))
-    groups = [group for group in chunks(fresh, keys, together) if len(group) > 1]
-    grouped = {i for group in groups for i in group}
-    return groups + [[i] for i in mine if i not in grouped]
+    jobs += [(group, out / GROUP_CHECKPOINTS.replace("*", f"{folders[group[0]].name}-{len(group)}"))
+             for group in chunks(fresh, keys, together) if len(group) > 1]
+    grouped = {i for group, _ in jobs for i in group}
+    return jobs + [([i], None) for i in mine if i not in grouped]
+
+
+def _fit_job(kind: str, config: dict[str, Any], options: dict[str, Any], files: list[Path], folders: list[Path],
+             job: list[int], checkpoint: Path | None, device: torch.device, overwrite: bool) -> list[Any]:
+    """Per file of ``job``: (status, metrics) or the exception its fit ended with. A group's files are read
+    here (one group's signals are held at a time), each on its own: one that fails is that file's error."""
+    if checkpoint is None:
+        try:
+            return [fit_file(kind, config, options, files[job[0]], folders[job[0]], device, overwrite)]
+        except Exception as error:  # recorded, whatever it is (Ctrl-C is not an Exception); the others go on
+            return [error]
+    results: list[Any] = [None] * len(job)
+    pairs, members = [], []
+    for k, i in enumerate(job):
+        try:
+            pairs.append(resolve_task_run(config, kind, str(files[i]), options["train_split"], **options["resolve"]))
+            members.append(k)
+        except Exception as error:
+            results[k] = error
+    if pairs:
+        try:
+            fitted = fit_group(*zip(*pairs), [folders[job[k]] for k in members], checkpoint, device, overwrite,
+                               options.get("pictures", True))
+        except Exception as error:
+            fitted = [error] * len(members)
+        for k, result in zip(members, fitted):
+            results[k] = ("fitted", result) if isinstance(result, dict) else result
+    return results
 
 
 def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: dict[str, Any], out: Path,
                device: torch.device, ranks: Ranks, overwrite: bool = False, quiet: bool = False) -> list[dict[str, Any]]:
-    """Fit ``files`` (:func:`list_signals`) with ``config`` into ``out``/<name>/, this rank's share under torchrun
-    (inside :func:`rank_group`), and write the summary (rank 0) -> the rows, in file order."""
+    """Fit ``files`` (:func:`list_signals`) with ``config`` into ``out``/<name>/ (inputs.py ``run_names``), this
+    rank's share under torchrun (inside :func:`rank_group`), and write the summary (rank 0) -> the rows, in file
+    order."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
-    names = run_names(files)
+    names = from_rank_0(ranks, lambda: run_names(files, out))
+    folders = [out / name for name in names]
     mine = list(range(ranks.rank, len(files), ranks.world))
-    together = options.get("together", 1)
-    jobs = [[i] for i in mine] if together == 1 else \
-        _groups(kind, config, options, files, [out / name for name in names], mine, overwrite, together)
+    jobs = _jobs(kind, options, files, folders, out, mine, overwrite, options.get("together", 1))
     rows: list[tuple[int, dict]] = []
     psnrs: list[float] = []
     bar = tqdm(total=len(mine), disable=quiet or ranks.rank != 0, unit="file", dynamic_ncols=True)
-    for job in jobs:
-        if len(job) == 1:
-            try:
-                results = [fit_file(kind, config, options, files[job[0]], out / names[job[0]], device, overwrite)]
-            except Exception as error:  # recorded, whatever it is (Ctrl-C is not an Exception); the others go on
-                results = [error]
-        else:
-            try:  # the signals are read again here: only one group's are held at a time
-                pairs = [resolve_task_run(config, kind, str(files[i]), options["train_split"], **options["resolve"])
-                         for i in job]
-                results = [("fitted", r) if isinstance(r, dict) else r for r in fit_group(
-                    *zip(*pairs), [out / names[i] for i in job], out, device, overwrite, options.get("pictures", True))]
-            except Exception as error:
-                results = [error] * len(job)
+    for job, checkpoint in jobs:
+        results = _fit_job(kind, config, options, files, folders, job, checkpoint, device, overwrite)
         for i, result in zip(job, results):
             if isinstance(result, BaseException):
                 reason = str(result) if isinstance(result, (ValueError, OSError, Diverged)) else \

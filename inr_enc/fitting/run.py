@@ -21,6 +21,7 @@ from ..optim import grid_tables
 from ..optim.lazy_adam import lazy_adam_extension
 from .audio import AudioTask
 from .image import ImageTask
+from .inputs import file_identity
 from .loop import FitState, Fitter, provenance
 from .outputs import MODEL_FILE, OUTPUT_FILES, read_model_file, size_metrics, write_metrics, write_model_file
 from .pictures import write_curve
@@ -41,7 +42,8 @@ def resolve_for(config: dict[str, Any], task: ImageTask | AudioTask, train_split
                 ) -> dict[str, Any]:
     """The whole run of ``config`` on ``task``'s signal (config/schema.py ``resolve_run``, ``options`` passed on);
     ValueError naming the first problem."""
-    section = {"train_split": train_split, **task.describe()}  # describe(): kind, path and the signal's facts
+    # describe(): kind, path and the signal's facts; the file's size and hash: is it still the file a saved run fitted?
+    section = {"train_split": train_split, **task.describe(), **file_identity(task.describe()["path"])}
     return resolve_run(config, section, task.n_input_dims, task.n_output_dims, task.coordinate_shape, **options)
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,43 @@ def read_config(folder: Path) -> Any:
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ValueError(f"{folder / CONFIG}: not valid YAML ({reason})") from None
+
+
+def lock_folder(folder: Path) -> int | None:
+    """An exclusive ``flock`` on ``folder`` -> its descriptor (closing it unlocks; None where there is no flock);
+    ValueError if another process holds it."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError as error:
+        raise ValueError(f"--out {folder}: cannot open the folder ({error.strerror or error})") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ValueError(f"{folder} is in use by another inr-fit run; wait for it to finish or choose another --out") from None
+    return fd
+
+
+@contextmanager
+def folder_run_locked(out: Path) -> Iterator[None]:
+    """A folder run's lock on its whole ``out`` (created if missing, and removed again if left empty), so that a
+    second folder run into it is refused at once instead of finding the first one's files in use."""
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--out {out}: cannot create the folder ({error.strerror or error})") from None
+    fd = None
+    try:
+        fd = lock_folder(out)
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
 
 
 def _remove(path: Path) -> None:
@@ -131,20 +170,12 @@ class RunFolder:
                 _remove(leftover)
 
     def _lock(self) -> None:
-        if fcntl is None:
-            return
         try:
-            self._fd = os.open(self.out, os.O_RDONLY)
-        except OSError as error:
-            raise ValueError(f"--out {self.out}: cannot open the folder ({error.strerror or error})") from None
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._fd)
-            self._fd = None
+            self._fd = lock_folder(self.out)
+        except ValueError:
             self._created = False  # the folder belongs to the run holding the lock
             self._release(failed=True)
-            raise ValueError(f"{self.out} is in use by another inr-fit run; wait for it to finish or choose another --out") from None
+            raise
 
     def _release(self, failed: bool) -> None:
         """Unlock; after a failure drop the staging folder, and the output folder if this run created it and it

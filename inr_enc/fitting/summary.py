@@ -13,7 +13,7 @@ from typing import Any
 from ..io import write_text_atomically
 from .pictures import write_rate_distortion
 
-SUMMARY_CSV, SUMMARY_MD = "summary.csv", "summary.md"
+SUMMARY_CSV, SUMMARY_MD, COMPARISON_PLOT = "summary.csv", "summary.md", "rate_distortion.png"
 
 
 def summary_row(path: Path, name: str, unit: str, status: str, metrics: dict[str, Any], error: str = "") -> dict:
@@ -85,5 +85,5 @@ def write_config_comparison(out: Path, results: dict[str, list[dict[str, Any]]],
     series = {name: [(r[f"bits_per_{unit}"], r["psnr_float16"]) for r in config_rows if r["status"] != "failed"
                      and r[f"bits_per_{unit}"] is not None and r["psnr_float16"] is not None]
               for name, config_rows in results.items()}
-    write_rate_distortion(out / "rate_distortion.png", series, f"bits per {unit} (model.safetensors, float16)",
+    write_rate_distortion(out / COMPARISON_PLOT, series, f"bits per {unit} (model.safetensors, float16)",
                           "PSNR with the float16 weights (dB)")
