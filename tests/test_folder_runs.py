@@ -177,3 +177,32 @@ def test_a_saved_group_continues_under_another_together_value(tmp_path, monkeypa
     assert not list(out.glob(".group-*.pt"))
     assert [r["status"] for r in rows(out)] == ["fitted"] * 3
     assert all(json.loads((out / f"rgb{k}" / "metrics.json").read_text())["steps"] == 12 for k in range(3))
+
+
+NAME_PARTS = ["", ".", "..", "...", "a", "A", "summary.csv", "summary.md", "rate_distortion", "con", "NUL", "lpt9", "\\",
+              "é", "x" * 130, " ", "-2", ".group-a-2", ".replacing-1", "config", "tensorboard", "*", "[a]"]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_fuzzed_file_names_get_distinct_folders_inside_out_that_stay_theirs(tmp_path, seed):
+    """Random stems (dots, reserved names, separators, long and repeated names) with earlier runs in out: every
+    name is one new folder directly in out, distinct, and a file keeps its folder when more files arrive."""
+    rng = np.random.default_rng(seed)
+    out = tmp_path / "out"
+    out.mkdir()
+    stems = {"".join(rng.choice(NAME_PARTS, rng.integers(1, 4))) for _ in range(12)}
+    files = sorted(tmp_path / "in" / f"{stem}{rng.choice(['.png', '.jpg', '.PNG'])}" for stem in stems)
+    first = files[: len(files) // 2]
+    names = run_names(first, out)
+    for file, name in zip(first, names):  # as if fitted: the folder records its input
+        (out / name).mkdir()
+        (out / name / "config.yaml").write_text(yaml.safe_dump({"task": {"path": str(file)}}))
+    (out / "someone-else").mkdir()
+    (out / "someone-else" / "notes.txt").write_text("not a run")
+    later = run_names(files + [tmp_path / "in" / "someone-else.png"], out)
+    assert later[: len(first)] == names  # the fitted files keep their folders
+    assert len(set(later)) == len(later) and "someone-else" not in later
+    for name in later:
+        folder = (out / name).resolve()
+        assert folder.parent == out.resolve() and not name.startswith(".") and len(name.encode()) <= 240
+        assert name.lower() not in ("summary.csv", "summary.md", "rate_distortion.png")
