@@ -1,3 +1,3 @@
 """The package version (pyproject.toml's), importable from every layer."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"

@@ -144,13 +144,9 @@ def without_identity(task: Any) -> Any:
 
 
 def check_unchanged(saved_task: Any, task: dict[str, Any], folder: Path) -> None:
-    """ValueError if the input of ``task`` is not the file the run saved in ``folder`` was fitted to: another size
-    or SHA-256; for a run saved before identities were recorded, a file modified after its config.yaml."""
-    path = task["path"]
+    """ValueError if the input of ``task`` is not the file the run saved in ``folder`` was fitted to (another size
+    or SHA-256). A run saved before identities were recorded (inr_enc < 0.4) has none to compare: it is trusted,
+    as it was then (a file's modification time is no evidence: copies and checkouts change it)."""
     saved = saved_task if isinstance(saved_task, dict) else {}
-    if all(key in saved for key in IDENTITY_KEYS):
-        changed = any(saved[key] != task[key] for key in IDENTITY_KEYS)
-    else:
-        changed = os.stat(path).st_mtime_ns > (folder / CONFIG).stat().st_mtime_ns
-    if changed:
-        raise ValueError(f"{path} changed since its run in {folder} was saved; pass --overwrite to fit it again")
+    if all(key in saved for key in IDENTITY_KEYS) and any(saved[key] != task[key] for key in IDENTITY_KEYS):
+        raise ValueError(f"{task['path']} changed since its run in {folder} was saved; pass --overwrite to fit it again")
