@@ -39,6 +39,11 @@ TRAINING_FLAGS = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "sch
                   "eval_every": "eval_every", "checkpoint_every": "checkpoint_every"}
 
 
+def say(message: str) -> None:
+    """``message`` as one line on stderr, whatever it holds (a file name with a line break or undecodable bytes)."""
+    print("inr-fit: " + message.replace("\r", "\\r").replace("\n", "\\n"), file=sys.stderr, flush=True)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, as for every other bad input (argparse adds the usage)
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
@@ -178,6 +183,7 @@ def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     from .fitting.dataset import UNITS, check_config, fit_folder, from_rank_0, rank_group
     from .fitting.inputs import default_name, list_signals, safe_name
     from .fitting.run_folder import folder_run_locked
+    from .fitting.summary import check_replaceable
     from .fitting.summary import write_config_comparison
     from .fitting.tensorboard import require_tensorboard
 
@@ -209,7 +215,12 @@ def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
         for stem, config in configs.items():  # every config checked before anything is fitted
             check_config(kind, config, options[stem], files)
         with rank_group(pick_device(args.device)) as (ranks, device), ExitStack() as held:
-            from_rank_0(ranks, lambda: held.enter_context(folder_run_locked(out)))  # one folder run at a time
+            def lock_out() -> None:  # one folder run at a time
+                held.enter_context(folder_run_locked(out))
+                if len(configs) > 1:
+                    check_replaceable(out, args.overwrite)
+
+            from_rank_0(ranks, lock_out)
             for stem, config in configs.items():
                 folder = out / safe_name(stem) if len(configs) > 1 else out
                 results[stem] = fit_folder(kind, files, config, options[stem], folder, device, ranks,
@@ -236,8 +247,7 @@ def report_files(results: dict[str, list[dict[str, Any]]], quiet: bool) -> int:
     if failed:
         total = sum(len(rows) for rows in results.values())
         stem, row = failed[0]
-        print(f"inr-fit: {len(failed)} of {total} fits failed ({stem}, {row['file']}: {row['error']}); the summary lists them",
-              file=sys.stderr)
+        say(f"{len(failed)} of {total} fits failed ({stem}, {row['file']}: {row['error']}); the summary lists them")
         return 2
     return 0
 
@@ -268,13 +278,13 @@ def _main(argv: list[str] | None) -> int:
             return report_files(fit_files(args), args.quiet)
         metrics = fit(args)
     except ValueError as error:
-        print(f"inr-fit: {error}", file=sys.stderr)
+        say(str(error))
         return 2
     except OSError as error:  # --out cannot be written (permissions, a full disk): one line, like bad input
-        print(f"inr-fit: cannot write the run: {error}", file=sys.stderr)
+        say(f"cannot write the run: {error}")
         return 2
     except Diverged as error:
-        print(f"inr-fit: {error}", file=sys.stderr)
+        say(str(error))
         return 3
     except Interrupted:
         again = "run the same command again" if args.task in FOLDER_TASKS else "continue with --resume"

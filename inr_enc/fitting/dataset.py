@@ -30,11 +30,11 @@ from tqdm import tqdm
 
 from .outputs import METRICS_FILE
 from .batched import GROUP_CHECKPOINTS, chunks, fit_group, group_key, group_unavailable_reason, saved_group_files
-from .inputs import check_unchanged, run_names, without_identity
+from .inputs import check_unchanged, run_names, same_input_and_facts
 from .run import field_of, fit_run, read_task, resolve_for, resolve_task_run
 from .run_folder import CHECKPOINT, CONFIG, read_config
 from .stops import Diverged
-from .summary import summary_row, finite_numbers, write_summary
+from .summary import check_replaceable, finite_numbers, summary_row, write_summary
 
 UNITS = {"image": "pixel", "audio": "sample"}
 NO_MEMORY_LIMIT = 1 << 62  # bytes
@@ -72,7 +72,7 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
     """Fit one file into ``folder`` -> (status "fitted" | "resumed" | "skipped", its metrics). ``options``:
     train_split, vis, pictures and resolve ("resolve_run"'s keywords). A folder holding another run is refused (ValueError) unless
     ``overwrite``."""
-    run, task = resolve_task_run(config, kind, str(path), options["train_split"], **options["resolve"])
+    run, task = resolve_task_run(config, kind, os.path.abspath(path), options["train_split"], **options["resolve"])
     has_run = (folder / CONFIG).is_file() and (folder / CHECKPOINT).is_file()
     if has_run and not overwrite:
         raw = read_config(folder)
@@ -81,7 +81,7 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
         except ValueError:
             saved = None
         saved_task = raw.get("task") if isinstance(raw, dict) else None
-        same_signal = _as_saved(without_identity(saved_task)) == _as_saved(without_identity(run["task"]))  # as written
+        same_signal = same_input_and_facts(_as_saved(saved_task), _as_saved(run["task"]))  # as written
         if saved is None or not same_signal or _as_saved(saved) != _as_saved(run):
             raise ValueError(f"{folder} holds a run of another config or signal; pass --overwrite to replace it")
         check_unchanged(saved_task, run["task"], folder)
@@ -160,17 +160,18 @@ def _jobs(kind: str, options: dict[str, Any], files: list[Path], folders: list[P
     whatever ``together`` is now, then files with no run in their folder (or all, with ``overwrite``) in groups of up
     to ``together`` of one signal shape; the rest one by one (skipped, resumed, refused or failing as
     :func:`fit_file` finds them). A saved group that cannot continue (a file gone, or fitted since) is removed by
-    the rank of its first file."""
+    the rank of its first file; one whose files this run does not all select is kept for a run that does."""
     has_run = [not overwrite and (f / CONFIG).is_file() and (f / CHECKPOINT).is_file() for f in folders]
-    index = {str(file): i for i, file in enumerate(files)}
+    index = {os.path.abspath(file): i for i, file in enumerate(files)}
     jobs: list[tuple[list[int], Path | None]] = []
     for path in sorted(out.glob(GROUP_CHECKPOINTS)):
-        members = [index.get(name) for name in saved_group_files(path)]
-        first = members[0] if members else None
+        names = saved_group_files(path)
+        members = [index.get(os.path.abspath(name)) for name in names]
         if members and None not in members and all(i in mine and not has_run[i] for i in members):
             jobs.append((members, path))  # type: ignore[arg-type]
-        elif first in mine or (first is None and 0 in mine):
-            path.unlink(missing_ok=True)
+        elif names and (not all(map(os.path.isfile, names)) or any(i is not None and has_run[i] for i in members)) \
+                and (members[0] in mine or members[0] is None and 0 in mine):
+            path.unlink(missing_ok=True)  # a file gone or fitted since: the group cannot continue
     saved = {i for group, _ in jobs for i in group}
     fresh, keys = [], []
     for i in mine:
@@ -201,7 +202,8 @@ def _fit_job(kind: str, config: dict[str, Any], options: dict[str, Any], files: 
     pairs, members = [], []
     for k, i in enumerate(job):
         try:
-            pairs.append(resolve_task_run(config, kind, str(files[i]), options["train_split"], **options["resolve"]))
+            pairs.append(resolve_task_run(config, kind, os.path.abspath(files[i]), options["train_split"],
+                                          **options["resolve"]))
             members.append(k)
         except Exception as error:
             results[k] = error
@@ -223,7 +225,11 @@ def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: di
     order."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} exists and is not a folder")
-    names = from_rank_0(ranks, lambda: run_names(files, out))
+    def names_in_out() -> list[str]:
+        check_replaceable(out, overwrite)
+        return run_names(files, out)
+
+    names = from_rank_0(ranks, names_in_out)
     folders = [out / name for name in names]
     mine = list(range(ranks.rank, len(files), ranks.world))
     jobs = _jobs(kind, options, files, folders, out, mine, overwrite, options.get("together", 1))

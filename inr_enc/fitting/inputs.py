@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from .run_folder import CONFIG
+from .run_folder import CONFIG, visible_entries
 from .summary import COMPARISON_PLOT, SUMMARY_CSV, SUMMARY_MD
 
 SUFFIXES = {"image": (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif"),
@@ -54,12 +54,16 @@ def list_signals(kind: str, where: str, out: Path | None = None) -> list[Path]:
     else:
         raise ValueError(f"{where}: neither a folder nor a glob pattern (such as 'photos/*.png')")
     if out is not None:
-        files = [file for file in files if not file.resolve().is_relative_to(out.resolve())]
+        try:
+            inside = out.resolve()
+        except (OSError, RuntimeError) as error:  # a link loop
+            raise ValueError(f"--out {out}: cannot be resolved ({error})") from None
+        files = [file for file in files if not file.resolve().is_relative_to(inside)]
         if not files:
             raise ValueError(f"{where}: no file outside --out {out}")
     seen: set[tuple[int, int]] = set()
     unique = []
-    for file in sorted(files, key=lambda p: (len(p.parts), str(p))):  # the shortest path to a file is kept
+    for file in sorted(files, key=lambda p: (p.is_symlink(), len(p.parts), str(p))):  # a file's plainest path is kept
         stat = file.stat()
         if (stat.st_dev, stat.st_ino) not in seen:
             seen.add((stat.st_dev, stat.st_ino))
@@ -77,7 +81,7 @@ def default_name(where: str) -> str:
 def safe_name(stem: str) -> str:
     """``stem`` as the name of a folder inside --out: "_" before a leading dot (never ".", ".." or hidden), before the
     folder run's own file names and Windows' device names; "\\" as "_"; at most MAX_NAME_BYTES bytes."""
-    name = stem.replace("\\", "_")
+    name = os.fsencode(stem).decode(errors="replace").replace("\\", "_")  # a name's undecodable bytes as U+FFFD
     if not name or name.startswith(".") or name.lower() in RESERVED or name.split(".")[0].upper() in WINDOWS_RESERVED:
         name = "_" + name
     return name.encode()[:MAX_NAME_BYTES].decode(errors="ignore")
@@ -92,10 +96,10 @@ def recorded_inputs(out: Path) -> dict[str, Path | None]:
     for folder in sorted(p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")):
         try:
             task = yaml.safe_load((folder / CONFIG).read_text()).get("task")
-            recorded[folder.name] = Path(task["path"]).resolve()
-        except Exception:  # no config.yaml, or not one of ours: the folder is someone else's unless empty
+            recorded[folder.name] = Path(os.path.realpath(task["path"]))
+        except Exception:  # no config.yaml, or not one of ours: someone else's, unless empty but for leftovers
             try:
-                used = any(folder.iterdir())
+                used = bool(visible_entries(folder))
             except OSError:
                 used = True
             if used:
@@ -107,7 +111,7 @@ def run_names(files: list[Path], out: Path | None = None) -> list[str]:
     """A distinct run-folder name inside ``out`` per file (see the module's docstring)."""
     recorded = recorded_inputs(out) if out is not None else {}
     owner = {path: name for name, path in reversed(recorded.items()) if path is not None}  # the first name wins
-    names = [owner.get(file.resolve()) for file in files]
+    names = [owner.get(Path(os.path.realpath(file))) for file in files]
     taken = set(recorded) | {name for name in names if name is not None}
     for i, file in enumerate(files):
         if names[i] is None:
@@ -138,9 +142,13 @@ def file_identity(path: str | Path) -> dict[str, Any]:
                                                           stat.st_ino)}
 
 
-def without_identity(task: Any) -> Any:
-    """A task section without the input's identity (to compare the rest with a run saved before it was recorded)."""
-    return {k: v for k, v in task.items() if k not in IDENTITY_KEYS} if isinstance(task, dict) else task
+def same_input_and_facts(saved_task: Any, task: dict[str, Any]) -> bool:
+    """Whether a saved run's task section names the same file (however the path is spelt: both resolved against
+    the working directory) and the same facts of its signal as ``task``; the identity is ``check_unchanged``'s."""
+    if not isinstance(saved_task, dict) or not isinstance(saved_task.get("path"), str):
+        return False
+    facts = [{k: v for k, v in t.items() if k not in (*IDENTITY_KEYS, "path")} for t in (saved_task, task)]
+    return os.path.realpath(saved_task["path"]) == os.path.realpath(task["path"]) and facts[0] == facts[1]
 
 
 def check_unchanged(saved_task: Any, task: dict[str, Any], folder: Path) -> None:

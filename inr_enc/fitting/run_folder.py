@@ -35,13 +35,14 @@ LEFTOVER_PATTERNS = (".*.tmp", f"{STAGING_PREFIX}*")
 
 def check_target(out: Path, overwrite: bool) -> None:
     """ValueError if ``out`` holds files and ``overwrite`` is off (hidden leftovers of killed runs do not count)."""
-    if out.is_dir() and not overwrite and _visible_entries(out):
+    if out.is_dir() and not overwrite and visible_entries(out):
         raise ValueError(f"{out} exists and is not empty; pass --overwrite to replace it or --resume {out} to continue")
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out} exists and is not a folder")
 
 
-def _visible_entries(folder: Path) -> list[Path]:
+def visible_entries(folder: Path) -> list[Path]:
+    """What ``folder`` holds besides the leftovers of killed runs (LEFTOVER_PATTERNS)."""
     return [p for p in folder.iterdir() if not any(p.match(pattern) for pattern in LEFTOVER_PATTERNS)]
 
 

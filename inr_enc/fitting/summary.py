@@ -16,8 +16,40 @@ from .pictures import write_rate_distortion
 SUMMARY_CSV, SUMMARY_MD, COMPARISON_PLOT = "summary.csv", "summary.md", "rate_distortion.png"
 
 
+# how the tables this module writes begin (per-file rows, then a comparison of configs): a file that begins
+# otherwise under their names was not written by a folder run
+OWN_BEGINNINGS = {SUMMARY_CSV: ("file,run,status,", "config,files,with_results,"),
+                  SUMMARY_MD: ("| file | run | status |", "| config | files (with results) |")}
+
+
+def check_replaceable(out: Path, overwrite: bool) -> None:
+    """ValueError, unless ``overwrite``, if ``out`` holds a file under a name a folder run writes (summary.csv,
+    summary.md, rate_distortion.png) that a folder run did not write (rate_distortion.png: without our
+    summary.csv beside it), so that a folder run never replaces a user's file of that name."""
+    ours = {}
+    for name, beginnings in OWN_BEGINNINGS.items():
+        if (out / name).exists():
+            try:
+                with open(out / name, encoding="utf-8", errors="replace") as file:
+                    ours[name] = file.readline().startswith(beginnings)
+            except OSError:
+                ours[name] = False
+    foreign = [name for name, own in ours.items() if not own]
+    if (out / COMPARISON_PLOT).exists() and not ours.get(SUMMARY_CSV, False):
+        foreign.append(COMPARISON_PLOT)
+    if foreign and not overwrite:
+        raise ValueError(f"{out / foreign[0]} was not written by an inr-fit folder run; move it, choose another --out "
+                         "or pass --overwrite to replace it")
+
+
+def printable(text: str) -> str:
+    """``text`` as UTF-8 can hold it: the bytes of a file name that were not UTF-8 as \\xNN."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def summary_row(path: Path, name: str, unit: str, status: str, metrics: dict[str, Any], error: str = "") -> dict:
-    return {"file": str(path), "run": name, "status": status, "psnr": metrics.get("psnr"),
+    error = printable(error)
+    return {"file": printable(str(path)), "run": name, "status": status, "psnr": metrics.get("psnr"),
             "psnr_float16": metrics.get("psnr_float16"), "ssim": metrics.get("ssim"), f"bits_per_{unit}": metrics.get(f"bits_per_{unit}"),
             "seconds": metrics.get("seconds"), "steps": metrics.get("steps"), "error": error}
 
@@ -49,7 +81,8 @@ def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
     _write_csv(out / SUMMARY_CSV, rows)
 
     def cell(value: Any) -> str:
-        return "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value).replace("|", "\\|")
+        text = "" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value).replace("|", "\\|")
+        return text.replace("\r", "\\r").replace("\n", "\\n")  # a file name with a newline stays in its row
 
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(row[c]) for c in columns) + " |" for row in rows]
