@@ -15,6 +15,11 @@ T = TypeVar("T")
 INT64_MAX = 2**63 - 1  # every count ends up in int64 tensors and index math
 FLOAT32_MAX = 3.4028234663852886e38  # beyond it a number is inf as a float32
 MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range
+# How deep a config may nest: resolving one, its error messages (repr) and json5's parser recurse, and a "nested"
+# encoding is resolved again by each level above it (Progressive inside Progressive: 10x the time per level). The
+# deepest shipped or Instant-NGP config nests 4 levels, with 2 "nested" (Ema > ExponentialDecay > Adam).
+MAX_DEPTH = 16  # levels of mappings and lists, the outermost one included
+MAX_NESTED = 4  # tcnn's "nested" sections inside one another: Composite, Progressive, optimizer wrappers
 
 
 def config_error(section: str, message: str) -> ValueError:
@@ -43,10 +48,35 @@ def check_keys(section: str, config: Mapping[str, Any], valid: Iterable[str]) ->
             raise config_error(section, f"unknown config key '{key}'{hint}; valid keys: {', '.join(valid)}")
 
 
+def check_nesting(section: str, key: str, value: Any) -> None:
+    """Raise ValueError naming the path where ``value`` nests mappings and lists deeper than MAX_DEPTH, or "nested"
+    sections deeper than MAX_NESTED. A walk with its own stack (no recursion, whatever the depth); what several
+    places share (YAML aliases, even cycles) is walked again only when reached deeper."""
+    stack: list[tuple[Any, tuple[Any, ...], int, int]] = [(value, (), 1, 0)]
+    reached: dict[int, tuple[int, int]] = {}  # id -> (depth, nested) it was walked at
+    while stack:
+        node, path, depth, nested = stack.pop()
+        if not isinstance(node, (Mapping, list, tuple)):
+            continue
+        if depth > MAX_DEPTH or nested > MAX_NESTED:
+            where = "".join(f"[{part}]" if isinstance(part, int) else f".{str(part)[:40]}" for part in path)
+            limit = f"{MAX_DEPTH} levels of mappings and lists" if depth > MAX_DEPTH else f"{MAX_NESTED} 'nested' sections"
+            raise config_error(section, f"{key}{where} is nested too deep (at most {limit})")
+        before = reached.get(id(node))
+        if before is not None and before[0] >= depth and before[1] >= nested:
+            continue
+        reached[id(node)] = (depth, nested)
+        items = node.items() if isinstance(node, Mapping) else enumerate(node)
+        stack.extend((child, (*path, part), depth + 1, nested + (part == "nested" and isinstance(node, Mapping)))
+                     for part, child in items)
+
+
 def check_mapping(section: str, key: str, value: Any, allow_none: bool = True) -> dict[str, Any]:
-    """A config section: a mapping with string keys (None -> {} where allowed); returned as a new dict."""
+    """A config section: a mapping with string keys (None -> {} where allowed), nested at most MAX_DEPTH and
+    MAX_NESTED deep (``check_nesting``); returned as a new dict."""
     if value is None and allow_none:
         return {}
+    check_nesting(section, key, value)  # first: the message below shows the value
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise config_error(section, f"'{key}' must be a mapping of keys to values, got {type(value).__name__} {value!r}"[:300])
     return dict(value)

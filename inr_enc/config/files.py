@@ -1,20 +1,22 @@
 """Loading configs: JSON or YAML files, by path or by name from the package's configs/ folder (inr_enc/configs,
-package data: in a wheel too)."""
+package data: in a wheel too). Each file is read by parsing.py's ``parse_file``; here, the ``parent`` chains
+and ``--set`` overrides."""
 
 from __future__ import annotations
 
 import copy
+import os
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-import json5
-import yaml
-
-from .checks import INHERITED
+from .checks import INHERITED, check_nesting
+from .parsing import parse_file, parse_text
 
 CONFIG_DIR = Path(resources.files("inr_enc") / "configs")  # a regular folder: pip installs wheels unpacked
 SUFFIXES = (".yaml", ".yml", ".json")
+MAX_PARENTS = 16  # 'parent' files in one chain (Instant-NGP's configs use one)
+ROOT_VARIABLE = "INR_ENC_CONFIG_ROOT"  # a folder (and its subfolders) 'parent' may also name files in
 
 
 def available_configs() -> list[str]:
@@ -22,49 +24,66 @@ def available_configs() -> list[str]:
     return sorted(p.stem for p in CONFIG_DIR.glob("*") if p.suffix in SUFFIXES)
 
 
-def load_config(name_or_path: str | Path) -> dict[str, Any]:
+def load_config(name_or_path: str | Path, parent_root: str | Path | None = None) -> dict[str, Any]:
     """Read a config dict from a .json/.yaml file, or from inr_enc/configs/NAME.{yaml,yml,json}.
 
     As Instant-NGP reads its configs (src/testbed.cu): JSON may hold ``//`` and ``/* */`` comments, and a
     ``"parent": "base.json"`` key names a config (relative to this file's folder, itself resolved the same way)
-    that this one patches (``merge_patch``). Raises ValueError if nothing matches, a file does not hold a mapping,
-    or parents form a cycle.
+    that this one patches (``merge_patch``). A parent must lie in the folder of the file named here or its
+    subfolders (symlinks resolved), or in ``parent_root`` (default: the INR_ENC_CONFIG_ROOT environment variable)
+    or its subfolders. Raises ValueError (one line) if nothing matches, a file cannot be read as a config
+    (``parse_file``) or does not hold a mapping, or parents form a cycle, a chain longer than MAX_PARENTS or leave
+    those folders.
     """
     path = Path(name_or_path)
-    if not path.is_file():
+    if _is_file(path, Path.is_dir):
+        raise ValueError(f"{path}: a folder, not a config file")
+    if not _is_file(path):
         candidates = [CONFIG_DIR / f"{name_or_path}{suffix}" for suffix in SUFFIXES]
         path = next((c for c in candidates if c.is_file()), None)
         if path is None:
             raise ValueError(f"no config file or named config {str(name_or_path)!r}; named configs: {', '.join(available_configs())}")
-    return _with_parents(path, ())
+    root = parent_root if parent_root is not None else os.environ.get(ROOT_VARIABLE) or None
+    return _with_parents(path, [path.parent.resolve(), *([Path(root).resolve()] if root is not None else [])])
 
 
-def _read_mapping(path: Path) -> dict[str, Any]:
+def _is_file(path: Path, test: Callable[[Path], bool] = Path.is_file) -> bool:
+    """Whether ``path`` is a file (or passes ``test``); False also where the OS refuses the name (too long, a null
+    byte)."""
     try:
-        text = path.read_text()
-        # json5: JSON with comments, as Instant-NGP's parser (nlohmann::json, ignore_comments) takes them
-        config = json5.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as error:
-        raise ValueError(f"{path}: not valid {path.suffix[1:].upper()}: {error}") from None
-    except OSError as error:
-        raise ValueError(f"{path}: cannot be read ({error.strerror or error})") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{path}: a config must be a mapping, got {type(config).__name__}")
-    return config
+        return test(path)
+    except (OSError, ValueError):
+        return False
 
 
-def _with_parents(path: Path, children: tuple[Path, ...]) -> dict[str, Any]:
-    """The config at ``path`` patched onto its parent's (recursively); ``children``: the files that led here."""
-    if path.resolve() in children:
-        chain = " -> ".join(str(p) for p in (*children, path.resolve()))
-        raise ValueError(f"{path}: 'parent' configs form a cycle: {chain}")
-    config = _read_mapping(path)
-    if "parent" not in config:
-        return config
-    parent = config.pop("parent")
-    if not isinstance(parent, str) or not (path.parent / parent).is_file():
-        raise ValueError(f"{path}: 'parent' must name a config file next to it, got {parent!r}")
-    return merge_patch(_with_parents(path.parent / parent, (*children, path.resolve())), config)
+def _with_parents(path: Path, roots: list[Path]) -> dict[str, Any]:
+    """The config at ``path`` patched onto its parent's, and so on up its chain of ``parent`` files, each in one
+    of ``roots`` or their subfolders."""
+    chain: list[tuple[Path, dict[str, Any]]] = []
+    while True:
+        resolved = path.resolve()
+        if resolved in (p.resolve() for p, _ in chain):
+            raise ValueError(f"{path}: 'parent' configs form a cycle: {' -> '.join(str(p) for p, _ in chain)} -> {path}")
+        config = parse_file(path)
+        if not isinstance(config, dict):
+            got = "nothing (an empty file)" if config is None else type(config).__name__
+            raise ValueError(f"{path}: a config must be a mapping, got {got}")
+        chain.append((path, config))
+        if "parent" not in config:
+            break
+        parent = config.pop("parent")
+        if not isinstance(parent, str) or not _is_file(path.parent / parent):
+            raise ValueError(f"{path}: 'parent' must name a config file next to it, got {parent!r}"[:300])
+        if not any((path.parent / parent).resolve().is_relative_to(root) for root in roots):
+            raise ValueError(f"{path}: 'parent' {parent!r} is outside {' and '.join(map(str, roots))}, where parents "
+                             f"may be; to allow its folder, pass load_config(..., parent_root=) or set {ROOT_VARIABLE}")
+        if len(chain) > MAX_PARENTS:
+            raise ValueError(f"{chain[0][0]}: more than {MAX_PARENTS} 'parent' configs in its chain")
+        path = path.parent / parent
+    merged = chain[-1][1]
+    for _, config in reversed(chain[:-1]):
+        merged = merge_patch(merged, config)
+    return merged
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -110,9 +129,9 @@ def _yaml_value(text: str) -> Any:
     """A command-line value read as YAML (15 -> int, true -> bool, [1, 2] -> list), and numbers YAML 1.1 reads as
     strings (1e-3) as floats."""
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ValueError(f"{text!r}: not a YAML value ({str(error).splitlines()[0]})") from None
+        value = parse_text(text)
+    except ValueError as error:
+        raise ValueError(f"{text[:60]!r}: not a YAML value ({error})") from None
     if isinstance(value, str):
         try:
             return float(value)
@@ -137,4 +156,5 @@ def apply_overrides(config: dict[str, Any], assignments: list[str]) -> dict[str,
             if not isinstance(section, dict):
                 raise ValueError(f"--set {assignment!r}: {'.'.join(parts[:depth + 1])} is a value, not a section")
         section[parts[-1]] = _yaml_value(text)
+    check_nesting("--set", "config", config)
     return config
