@@ -17,9 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .run_folder import CONFIG, visible_entries
+from .run_folder import read_config, visible_entries
 from .summary import COMPARISON_PLOT, SUMMARY_CSV, SUMMARY_MD
 
 SUFFIXES = {"image": (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif"),
@@ -95,7 +93,7 @@ def recorded_inputs(out: Path) -> dict[str, Path | None]:
     recorded: dict[str, Path | None] = {}
     for folder in sorted(p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")):
         try:
-            task = yaml.safe_load((folder / CONFIG).read_text()).get("task")
+            task = read_config(folder).get("task")
             recorded[folder.name] = Path(os.path.realpath(task["path"]))
         except Exception:  # no config.yaml, or not one of ours: someone else's, unless empty but for leftovers
             try:

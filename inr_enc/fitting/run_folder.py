@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from ..config.parsing import parse_file
 from ..io import write_text_atomically
 
 try:
@@ -52,12 +53,9 @@ def write_config(folder: Path, config: dict[str, Any]) -> None:
 
 
 def read_config(folder: Path) -> Any:
-    """The run config saved in ``folder`` (config.yaml, parsed; ValueError with one line when it is not YAML)."""
-    try:
-        return yaml.safe_load((folder / CONFIG).read_text())
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"{folder / CONFIG}: not valid YAML ({reason})") from None
+    """The run config saved in ``folder`` (config.yaml, parsed; ValueError with one line when it cannot be: not
+    YAML, a key twice, nested too deep, too big)."""
+    return parse_file(folder / CONFIG)
 
 
 def lock_folder(folder: Path) -> int | None:

@@ -15,9 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import json5
-
 from ..config import load_config
+from ..config.parsing import parse_text
 from ..config.checks import check_int, check_keys, check_mapping, config_error
 from ..config.tcnn_sections import training_from_tcnn
 from ..networks import TcnnMLP
@@ -69,7 +68,7 @@ def read_instant_ngp_config(source: str) -> dict[str, Any]:
     beyond the sections' shape: the model's checks follow. ValueError naming a key or otype without a meaning here."""
     if source.lstrip().startswith("{"):
         try:
-            config = json5.loads(source)
+            config = parse_text(source, json=True)
         except ValueError as error:
             raise config_error("instant_ngp_config", f"not valid JSON: {error}") from None
     else:

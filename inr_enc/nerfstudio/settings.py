@@ -10,7 +10,6 @@ config raises the ValueError as usual.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConf
 from nerfstudio.data.dataparsers.dnerf_dataparser import DNeRFDataParserConfig
 
 from ..config import check_mapping, load_config
+from ..config.parsing import parse_text
 from ..config.schema import FIELD_KEYS, RUN_KEYS, resolve_field
 from ..encoders import encoder_spec
 from ..networks import MLP, TcnnMLP
@@ -53,8 +53,8 @@ def resolve_encoding_config(text: str, geo_feat_dim: int) -> dict[str, Any]:
     with naming("encoding_config"):
         if text.lstrip().startswith("{"):
             try:
-                config = json.loads(text)
-            except json.JSONDecodeError as error:
+                config = parse_text(text, json=True)
+            except ValueError as error:
                 raise ValueError(f"not valid JSON: {error}") from None
         else:
             config = load_config(text)
