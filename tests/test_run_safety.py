@@ -287,3 +287,47 @@ def test_a_signal_a_library_swallowed_is_raised_again_before_the_run_folder():
     assert signal.getsignal(signal.SIGTERM) is before  # the previous handler is back
     with interrupts_noted():
         raise_if_interrupted()  # a new block starts clean
+
+
+def test_sigterm_during_an_evaluation_stops_it_and_resume_redoes_it(tmp_path):
+    """The last step's evaluation of 2^18 samples in chunks of 256 takes seconds; SIGTERM during it exits 130 within
+    about a second (it used to wait for the evaluation), and --resume evaluates that step before finishing."""
+    import soundfile
+
+    wav = tmp_path / "long.wav"
+    soundfile.write(wav, np.sin(np.arange(2**18) * 0.01), 8000, subtype="PCM_16")
+    config = tmp_path / "slow-eval.yaml"
+    config.write_text(yaml.safe_dump({**TINY, "network": {"otype": "MLP", "n_neurons": 64, "n_hidden_layers": 2},
+                                      "training": {"steps": 2, "batch_size": 256, "checkpoint_every": 1,
+                                                   "eval_every": 1000, "eval_chunk": 256}}))
+    out = tmp_path / "run"
+    process = _spawn(tmp_path, "audio", wav, "--config", config, "--out", out)
+    _wait_for(lambda: (out / "checkpoint.pt").exists(), process, "the step-1 checkpoint")
+    time.sleep(0.3)  # step 2 and into its evaluation
+    process.send_signal(signal.SIGTERM)
+    sent = time.time()
+    first = process.stderr.readline()  # written once the checkpoint is saved (the interpreter's exit comes after)
+    waited = time.time() - sent
+    err = first + process.communicate(timeout=120)[1]
+    assert process.returncode == 130 and one_line(err.strip()) and "interrupted" in err, err
+    assert waited < 1.0, f"{waited:.1f} s from SIGTERM to the checkpoint"
+    saved = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert saved["step"] == 2 and saved["history"] == [] and not (out / "metrics.json").exists()
+    resumed = _spawn(tmp_path, "audio", "--resume", out)
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    history = torch.load(out / "checkpoint.pt", weights_only=True)["history"]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [h["step"] for h in history] == [2] and metrics["best_psnr_step"] == 2
+    assert history[0]["psnr"] == pytest.approx(metrics["psnr"], abs=1e-3)
+
+
+def test_predict_stops_between_chunks_when_asked():
+    from inr_enc.fitting.loop import predict
+    from inr_enc.fitting.stops import Interrupted
+
+    calls = []
+    model = lambda x: calls.append(len(x)) or x  # noqa: E731
+    with pytest.raises(Interrupted):
+        predict(model, torch.zeros(100, 1), 10, torch.device("cpu"), stop=lambda: len(calls) == 3)
+    assert calls == [10, 10, 10]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import torch
 from ..metrics import psnr
 from .loop import Problem, predict, sample_centres
 from .pictures import write_audio_comparison
-from .signals import read_audio, write_audio
+from .signals import Audio, read_audio, read_audio_header, write_audio
 
 AUDIO_RANGE = 2.0  # PSNR peak-to-peak range of [-1, 1] amplitudes
 
@@ -24,7 +25,8 @@ def sample_coords(n_samples: int) -> torch.Tensor:
 
 
 class AudioTask:
-    """Fit one audio file (fitting/signals.py: WAV of any depth, FLAC, OGG...; mono or multichannel)."""
+    """Fit one audio file (fitting/signals.py: WAV of any depth, FLAC, OGG...; mono or multichannel). Built from the
+    file's header; the samples are read on first use (``audio``), once."""
 
     unit = "sample"
     n_input_dims = 1
@@ -33,17 +35,22 @@ class AudioTask:
         if train_split:
             raise ValueError("--train-split applies to images only")
         self.path = Path(path)
-        self.audio = read_audio(self.path)
-        self.n_samples, self.n_output_dims = self.audio.samples.shape
+        self.header = read_audio_header(self.path)
+        self.n_samples, self.n_output_dims = self.header.frames, self.header.channels
+
+    @cached_property
+    def audio(self) -> Audio:
+        """The samples (SignalError for values it cannot fit)."""
+        return read_audio(self.path, self.header)
 
     @property
     def coordinate_shape(self) -> list[int]:
         return [self.n_samples]
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "audio", "path": str(self.path), "rate": self.audio.rate, "samples": self.n_samples,
-                "channels": self.n_output_dims, "format": self.audio.sample_format,
-                "container": self.audio.container.lower()}
+        return {"kind": "audio", "path": str(self.path), "rate": self.header.rate, "samples": self.n_samples,
+                "channels": self.n_output_dims, "format": self.header.sample_format,
+                "container": self.header.container.lower()}
 
     def problem(self) -> Problem:
         coords, values = sample_coords(self.n_samples), torch.from_numpy(self.audio.samples)
@@ -55,12 +62,12 @@ class AudioTask:
         else WAV (``Audio.output_format``); for the main reconstruction also comparison.png. Return psnr over all
         samples, and psnr_file of the written file read back (PCM rounding, or a lossy codec's loss)."""
         recon = predict(model, sample_coords(self.n_samples), chunk, device).numpy()
-        path = out_dir / f"{name}.{self.audio.output_format[2]}"
-        write_audio(path, recon, self.audio)
+        path = out_dir / f"{name}.{self.header.output_format[2]}"
+        write_audio(path, recon, self.header)
         written = read_audio(path).samples[: self.n_samples]  # a codec may pad the last frame
         metrics = {"psnr": self._psnr(recon), "psnr_file": self._psnr(written)}
         if name == "reconstruction" and comparison:
-            write_audio_comparison(out_dir / "comparison.png", self.audio.samples, recon, self.audio.rate,
+            write_audio_comparison(out_dir / "comparison.png", self.audio.samples, recon, self.header.rate,
                                    metrics["psnr"])
         return metrics
 

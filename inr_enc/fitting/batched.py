@@ -115,13 +115,17 @@ class GroupFitter:
         self.scheduler.step()
         return losses
 
-    def evaluate(self) -> list[float]:
-        """Each model's PSNR on its evaluation samples (a model whose error is not finite is marked diverged)."""
+    def evaluate(self, stop: Any = None) -> list[float]:
+        """Each model's PSNR on its evaluation samples (a model whose error is not finite is marked diverged).
+        ``stop``: None or a function () -> bool asked before each chunk; Interrupted as soon as it says True."""
         coords = self.problems[0].eval_coords
         chunk = max(self.training["eval_chunk"] // len(self.tasks), 1)
+        parts = []
         with torch.no_grad():
-            parts = [self.batch(coords[i:i + chunk].to(self.device).expand(len(self.tasks), -1, -1)).float().cpu()
-                     for i in range(0, coords.shape[0], chunk)]
+            for i in range(0, coords.shape[0], chunk):
+                if stop is not None and stop():
+                    raise Interrupted
+                parts.append(self.batch(coords[i:i + chunk].to(self.device).expand(len(self.tasks), -1, -1)).float().cpu())
         prediction = torch.cat(parts, dim=1)
         errors = [((prediction[m] - p.eval_values) ** 2).mean().item() for m, p in enumerate(self.problems)]
         for m, error in enumerate(errors):

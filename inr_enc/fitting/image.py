@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import torch
 from ..metrics import ROW_BAND, psnr, ssim, ssim_unavailable_reason
 from .loop import Problem, predict, sample_centres
 from .pictures import write_image_comparison
-from .signals import read_image, write_image
+from .signals import Image, read_image, read_image_header, write_image
 
 
 def pixel_coords(height: int, width: int, rows: slice = slice(None), cols: slice = slice(None)) -> torch.Tensor:
@@ -23,18 +24,25 @@ def pixel_coords(height: int, width: int, rows: slice = slice(None), cols: slice
 
 
 class ImageTask:
-    """Fit one image. With ``train_split`` (Tancik et al. 2020): train on pixels [::2, ::2], report PSNR on [1::2, 1::2]."""
+    """Fit one image. With ``train_split`` (Tancik et al. 2020): train on pixels [::2, ::2], report PSNR on [1::2, 1::2].
+    Built from the file's header; the pixels are decoded on first use (``image``), once, after a run's memory
+    estimate has passed."""
 
     unit = "pixel"
     n_input_dims = 2
 
     def __init__(self, path: str | Path, train_split: bool = False) -> None:
         self.path, self.train_split = Path(path), train_split
-        self.image = read_image(self.path)
-        self.height, self.width, self.n_output_dims = self.image.pixels.shape
+        self.header = read_image_header(self.path)
+        self.height, self.width, self.n_output_dims = self.header.height, self.header.width, self.header.channels
         if train_split and min(self.height, self.width) < 2:
             raise ValueError(f"{self.path}: --train-split tests on pixels [1::2, 1::2]; a {self.width}x{self.height} "
                              "image has none")
+
+    @cached_property
+    def image(self) -> Image:
+        """The decoded image (SignalError for pixels it cannot fit, or that do not match the header)."""
+        return read_image(self.path, self.header)
 
     @property
     def coordinate_shape(self) -> list[int]:
@@ -44,7 +52,7 @@ class ImageTask:
     def describe(self) -> dict[str, Any]:
         return {"kind": "image", "path": str(self.path), "train_split": self.train_split,
                 "height": self.height, "width": self.width, "channels": self.n_output_dims,
-                "bit_depth": 8 * self.image.dtype.itemsize}
+                "bit_depth": 8 * self.header.dtype.itemsize}
 
     def problem(self) -> Problem:
         pixels = torch.from_numpy(self.image.pixels)
@@ -75,7 +83,7 @@ class ImageTask:
         split, else all), psnr_train, psnr_file (the written 8- or 16-bit PNG read back, on psnr's pixels), ssim
         (None, with ssim_note saying why, for an image too small for SSIM's window)."""
         recon = self.reconstruct(model, chunk, device)
-        write_image(out_dir / f"{name}.png", recon, self.image.dtype)
+        write_image(out_dir / f"{name}.png", recon, self.header.dtype)
         target = self.image.pixels
         metrics = {"psnr": self._psnr(recon)}
         if self.train_split:

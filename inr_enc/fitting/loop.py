@@ -78,9 +78,16 @@ def sample_centres(n: int, selection: slice = slice(None)) -> torch.Tensor:
 
 
 @torch.no_grad()
-def predict(model: Callable[[torch.Tensor], torch.Tensor], coords: torch.Tensor, chunk: int, device: torch.device) -> torch.Tensor:
-    """Model outputs for coords [M, d] computed ``chunk`` at a time on ``device``, gathered on the CPU."""
-    return torch.cat([model(coords[i : i + chunk].to(device)).float().cpu() for i in range(0, coords.shape[0], chunk)])
+def predict(model: Callable[[torch.Tensor], torch.Tensor], coords: torch.Tensor, chunk: int, device: torch.device,
+            stop: Callable[[], bool] | None = None) -> torch.Tensor:
+    """Model outputs for coords [M, d] computed ``chunk`` at a time on ``device``, gathered on the CPU. ``stop``:
+    asked before each chunk; Interrupted as soon as it says True (a signal deferred during training)."""
+    parts = []
+    for i in range(0, coords.shape[0], chunk):
+        if stop is not None and stop():
+            raise Interrupted
+        parts.append(model(coords[i : i + chunk].to(device)).float().cpu())
+    return torch.cat(parts)
 
 
 def _first_line(error: BaseException) -> str:
@@ -161,9 +168,10 @@ class Fitter:
             with self.average.applied():
                 yield
 
-    def evaluate(self) -> float:
+    def evaluate(self, stop: Callable[[], bool] | None = None) -> float:
+        """PSNR on the evaluation samples; Interrupted between chunks once ``stop()`` says True."""
         with self.averaged():
-            prediction = predict(self.model, self.problem.eval_coords, self.training["eval_chunk"], self.device)
+            prediction = predict(self.model, self.problem.eval_coords, self.training["eval_chunk"], self.device, stop)
         mse = ((prediction - self.problem.eval_values) ** 2).mean().item()
         if not math.isfinite(mse):
             raise Diverged(self.state.step, f"the evaluation error is {mse}", self.checkpoint_step)
@@ -201,12 +209,30 @@ class Fitter:
     def run(self, quiet: bool = False, observer: StepObserver | None = None) -> FitState:
         """Train up to ``training["steps"]``, reporting each step and evaluation to ``observer``. Ctrl-C (or
         SIGTERM) finishes the current step, saves a checkpoint and raises Interrupted, so a resumed run continues
-        exactly where this one stopped."""
+        exactly where this one stopped. A signal during an evaluation stops it between chunks (the step is kept
+        and checkpointed; the resumed run evaluates that step first)."""
         steps, state, observer = self.training["steps"], self.state, observer or StepObserver()
         samples = min(self.training["batch_size"] or self.train_coords.shape[0], self.train_coords.shape[0])
         bar = tqdm(total=steps, initial=state.step, disable=quiet, unit="step", dynamic_ncols=True)
+
+        def evaluation(loss: float) -> None:
+            try:
+                value = self.evaluate(interrupted)
+            except Interrupted:
+                self.save_checkpoint()
+                observer.saved()
+                raise
+            state.history.append({"step": state.step, "seconds": state.seconds, "loss": loss, "psnr": value})
+            observer.evaluation(state.step, state.seconds, value)
+            bar.set_postfix(loss=f"{loss:.3g}", psnr=f"{value:.2f}")
+
         with deferred_interrupts() as interrupted:
             try:
+                evaluated = state.history and state.history[-1]["step"] == state.step
+                if state.step and not evaluated and (state.step % self.training["eval_every"] == 0 or state.step == steps):
+                    set_training_step(self.model, state.step - 1)  # as the step before it left the schedules
+                    evaluation(state.losses[-1] if state.losses else math.nan)  # the one an interrupt cut short
+                    self.save_checkpoint()
                 while state.step < steps:
                     start, lr = time.perf_counter(), self.optimizer.param_groups[0]["lr"]
                     loss = self._step()
@@ -216,9 +242,7 @@ class Fitter:
                     state.losses.append(loss)
                     observer.step(state.step, loss, lr, samples / max(elapsed, 1e-9))
                     if state.step % self.training["eval_every"] == 0 or state.step == steps:
-                        state.history.append({"step": state.step, "seconds": state.seconds, "loss": loss, "psnr": self.evaluate()})
-                        observer.evaluation(state.step, state.seconds, state.history[-1]["psnr"])
-                        bar.set_postfix(loss=f"{loss:.3g}", psnr=f"{state.history[-1]['psnr']:.2f}")
+                        evaluation(loss)
                     if state.step % self.training["checkpoint_every"] == 0 or state.step == steps or interrupted():
                         self.save_checkpoint()
                         observer.saved()

@@ -14,21 +14,37 @@ Images become float32 in [0, 1] (integers / their maximum, floats clipped) and a
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import png
 import soundfile
-import tifffile
 from PIL import Image as PILImage
-from PIL import ImageOps
 
+from ..config.memory import check_memory
 from ..io import atomic_path
+from .image_formats import PIL_DTYPES, SignalError, first_line, png_direct, read_pillow, read_png, read_tiff, \
+    pillow_image, tiff_layout
 
 
-class SignalError(ValueError):
-    """A signal file that inr-fit cannot fit (the message names the file and the problem)."""
+@dataclass(frozen=True)
+class ImageHeader:
+    """What decoding an image will give, read from its header alone."""
+
+    height: int
+    width: int
+    channels: int  # 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA
+    dtype: np.dtype  # the PNG sample type the reconstruction is written in (uint8 or uint16)
+    itemsize: int  # bytes per sample of the decoded array, before the float32 conversion
+
+    @property
+    def decode_bytes(self) -> int:
+        """Approximate peak bytes of decoding: the samples twice (the library's buffer and numpy's array, or a
+        mode conversion) and float32 twice (the conversion and the scaling)."""
+        return self.height * self.width * self.channels * (2 * self.itemsize + 2 * 4)
 
 
 @dataclass
@@ -37,99 +53,86 @@ class Image:
     dtype: np.dtype  # the PNG sample type the reconstruction is written in (uint8 or uint16)
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text.splitlines()[0]}" if text else type(error).__name__
-
-
-def read_image(path: str | Path) -> Image:
+def _image_file(path: str | Path, read: Callable[[Path, str], Any]) -> Any:
+    """``read(path, kind)`` with kind "png", "tiff" or "pillow" (by the file's signature); every library error but
+    SignalError becomes one."""
     path = Path(path)
     if not path.is_file():
         raise SignalError(f"{path}: no such file")
     with open(path, "rb") as file:
         head = file.read(8)
+    kind = "png" if head == b"\x89PNG\r\n\x1a\n" else "tiff" if head[:4] in (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+") else "pillow"
     try:
-        if head == b"\x89PNG\r\n\x1a\n":
-            data, peak = _read_png(path)
-        else:
-            data = _read_tiff(path) if head[:4] in (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+") else None
-            data, peak = (_read_pillow(path) if data is None else data), None
+        return read(path, kind)
     except SignalError:
         raise
     except Exception as error:  # the libraries raise many types for unreadable files
-        raise SignalError(f"{path}: cannot read as an image ({_first_line(error)})") from None
-    return _image(path, data, peak)
+        raise SignalError(f"{path}: cannot read as an image ({first_line(error)})") from None
+
+
+def read_image_header(path: str | Path) -> ImageHeader:
+    """The size, channels and sample type ``read_image`` will give, without decoding the pixels; SignalError as
+    ``read_image`` for what it would refuse by shape or sample type."""
+    def read(path: Path, kind: str) -> ImageHeader:
+        if kind == "png":
+            with open(path, "rb") as file:
+                width, height, depth, planes, _ = png_direct(file)
+            return _header(path, (height, width, planes), np.dtype(np.uint16 if depth > 8 else np.uint8), 2**depth - 1)
+        layout = tiff_layout(path) if kind == "tiff" else None
+        if layout is not None:
+            return _header(path, *layout, None)
+        with pillow_image(path) as (_, target, size):
+            dtype = PIL_DTYPES.get(target, np.dtype(np.uint16 if target.startswith("I;16") else np.uint8))
+            return _header(path, (*size, PILImage.getmodebands(target)), dtype, None)
+    return _image_file(path, read)
+
+
+def read_image(path: str | Path, header: ImageHeader | None = None) -> Image:
+    """The image at ``path`` (``header``: its ``read_image_header``, read again if None): checked against the memory
+    limit before decoding, and against the header after; SignalError (one line) for a file it cannot fit."""
+    header = header or read_image_header(path)
+    check_memory(f"{path}: the decoded image ({header.width}x{header.height}, {header.channels} channels) and its "
+                 "float32 copies", header.decode_bytes)
+
+    def read(path: Path, kind: str) -> Image:
+        if kind == "png":
+            return _image(path, *read_png(path))
+        data = read_tiff(path) if kind == "tiff" else None
+        return _image(path, read_pillow(path) if data is None else data, None)
+    image = _image_file(path, read)
+    if image.pixels.shape != (header.height, header.width, header.channels) or image.dtype != header.dtype:
+        raise SignalError(f"{path}: decoded as {image.pixels.shape} {image.dtype.name}, but its header says "
+                          f"{(header.height, header.width, header.channels)} {header.dtype.name}")
+    return image
+
+
+def _header(path: Path, shape: tuple[int, ...], dtype: np.dtype, peak: int | None) -> ImageHeader:
+    """The header of pixels [H, W(, C)] of ``dtype`` (``peak``: their maximum, None for the type's); SignalError
+    for a shape or type inr-fit does not fit."""
+    shape = tuple(shape) + (1,) * (len(shape) == 2)
+    if len(shape) != 3 or not 1 <= shape[2] <= 4:
+        raise SignalError(f"{path}: expected a single H x W image with 1 to 4 channels, got shape {shape}")
+    if shape[0] == 0 or shape[1] == 0:
+        raise SignalError(f"{path}: the image is empty ({shape[1]}x{shape[0]})")
+    if np.issubdtype(dtype, np.floating) or dtype == np.bool_:
+        written = np.dtype(np.uint16 if np.issubdtype(dtype, np.floating) else np.uint8)
+    elif peak is None and dtype not in (np.uint8, np.uint16):
+        raise SignalError(f"{path}: unsupported pixel type {dtype} (expected 8- or 16-bit unsigned or float)")
+    else:
+        written = np.dtype(np.uint16 if (peak or np.iinfo(dtype).max) > 255 else np.uint8)
+    return ImageHeader(*shape, written, np.dtype(dtype).itemsize)
 
 
 def _image(path: Path, data: np.ndarray, peak: int | None) -> Image:
-    if data.ndim == 2:
-        data = data[:, :, None]
-    if data.ndim != 3 or not 1 <= data.shape[2] <= 4:
-        raise SignalError(f"{path}: expected a single H x W image with 1 to 4 channels, got shape {data.shape}")
-    if data.shape[0] == 0 or data.shape[1] == 0:
-        raise SignalError(f"{path}: the image is empty ({data.shape[1]}x{data.shape[0]})")
+    header = _header(path, data.shape, data.dtype, peak)
+    data = data.reshape(header.height, header.width, header.channels)
     if np.issubdtype(data.dtype, np.floating):
         bad = int(data.size - np.count_nonzero(np.isfinite(data)))
         if bad:
             raise SignalError(f"{path}: {bad} pixel value(s) are NaN or infinite; inr-fit fits finite values")
-        return Image(np.clip(data, 0.0, 1.0).astype(np.float32), np.dtype(np.uint16))
-    if data.dtype == np.bool_:
-        peak = 1
-    elif peak is None:
-        if data.dtype not in (np.uint8, np.uint16):
-            raise SignalError(f"{path}: unsupported pixel type {data.dtype} (expected 8- or 16-bit unsigned or float)")
-        peak = np.iinfo(data.dtype).max
-    return Image(data.astype(np.float32) / np.float32(peak), np.dtype(np.uint16 if peak > 255 else np.uint8))
-
-
-def _read_png(path: Path) -> tuple[np.ndarray, int]:
-    """pypng's direct form: palette expanded, tRNS made an alpha channel, sBIT applied; -> pixels and their peak."""
-    width, height, rows, info = png.Reader(filename=str(path)).asDirect()
-    depth, planes = info["bitdepth"], info["planes"]
-    data = np.empty((height, width * planes), np.uint16 if depth > 8 else np.uint8)
-    for y, row in enumerate(rows):
-        data[y] = row
-    return data.reshape(height, width, planes), 2**depth - 1
-
-
-def _read_tiff(path: Path) -> np.ndarray | None:
-    """Grey or RGB(A) pixels [H, W(, S)] of the first image, as stored; None for what Pillow should read."""
-    with tifffile.TiffFile(path) as tif:
-        if not tif.series or tif.pages.first.photometric not in (tifffile.PHOTOMETRIC.MINISBLACK, tifffile.PHOTOMETRIC.RGB):
-            return None
-        series = tif.series[0]
-        try:
-            data = series.asarray()
-        except Exception:  # a compression tifffile decodes only with imagecodecs: Pillow's libtiff may
-            return None
-        axes = series.axes
-    if data.size == 0:
-        return data  # reported as empty
-    keep = [i for i, axis in enumerate(axes) if axis in "YXS" or data.shape[i] != 1]
-    data, axes = data.reshape([data.shape[i] for i in keep]), "".join(axes[i] for i in keep)
-    if sorted(axes) not in (["X", "Y"], ["S", "X", "Y"]):
-        raise SignalError(f"{path}: expected a single image, got a TIFF series of shape {data.shape} (axes {axes})")
-    return np.transpose(data, [axes.index(axis) for axis in "YXS" if axis in axes])
-
-
-EXIF_ORIENTATION = 0x0112
-PIL_KEPT = {"L", "LA", "RGB", "RGBA", "I", "I;16", "I;16L", "I;16B", "I;16N", "F"}  # "I" (int32) is refused later
-PIL_CONVERSIONS = {"1": "L", "La": "LA", "PA": "RGBA", "RGBa": "RGBA"}  # the rest (CMYK, YCbCr, LAB, HSV...) -> RGB
-
-
-def _read_pillow(path: Path) -> np.ndarray:
-    with PILImage.open(path) as image:
-        if getattr(image, "is_animated", False) and image.format != "MPO":  # MPO: a camera JPEG's primary image first
-            raise SignalError(f"{path}: an animation of {image.n_frames} frames; inr-fit fits a single image")
-        if image.getexif().get(EXIF_ORIENTATION, 1) != 1:  # a phone photo: fitted as it is shown, upright
-            image = ImageOps.exif_transpose(image)
-        mode = image.mode
-        if mode == "P":
-            target = "RGBA" if "transparency" in image.info else "RGB"
-        else:
-            target = mode if mode in PIL_KEPT else PIL_CONVERSIONS.get(mode, "RGB")
-        data = np.asarray(image if target == mode else image.convert(target))
-    return data.astype(data.dtype.newbyteorder("=")) if data.dtype.byteorder == ">" else data
+        return Image(np.clip(data, 0.0, 1.0).astype(np.float32), header.dtype)
+    peak = 1 if data.dtype == np.bool_ else peak or np.iinfo(data.dtype).max
+    return Image(data.astype(np.float32) / np.float32(peak), header.dtype)
 
 
 def write_image(path: str | Path, pixels: np.ndarray, dtype: np.dtype) -> None:
@@ -155,12 +158,15 @@ WAV_SUBSTITUTES = {"PCM_S8": "PCM_U8"}  # a subtype WAV cannot hold -> this one,
 LIBSNDFILE_HINTS = {"SF_INFO struct incomplete": "the header's sample rate or channel count is out of range"}
 
 
-@dataclass
-class Audio:
-    samples: np.ndarray  # [T, C] float32 in [-1, 1]
+@dataclass(frozen=True)
+class AudioHeader:
+    """An audio file's facts, read without its samples."""
+
     rate: int
     container: str  # libsndfile's major format of the file read: "WAV", "WAVEX", "FLAC", "OGG", ...
     subtype: str  # libsndfile's subtype: "PCM_16", "PCM_24", "FLOAT", "VORBIS", ...
+    frames: int
+    channels: int
 
     @property
     def sample_format(self) -> str:
@@ -175,45 +181,80 @@ class Audio:
         subtype = self.subtype if soundfile.check_format("WAV", self.subtype) else WAV_SUBSTITUTES.get(self.subtype, "FLOAT")
         return "WAV", subtype, "wav"
 
+    @property
+    def decode_bytes(self) -> int:
+        """Approximate peak bytes of reading the samples: as int32 or float64, the float64 scaling and clipping,
+        and the float32 copy."""
+        return self.frames * self.channels * (3 * 8 + 4)
+
+
+@dataclass(frozen=True)
+class Audio(AudioHeader):
+    samples: np.ndarray  # [T, C] float32 in [-1, 1]
+
 
 def _libsndfile_message(error: BaseException) -> str:
-    text = _first_line(error)
+    text = first_line(error)
     return text + "".join(f": {hint}" for key, hint in LIBSNDFILE_HINTS.items() if key in text)
 
 
-def read_audio(path: str | Path) -> Audio:
-    """Any file libsndfile reads; raises SignalError (before any training) for one whose reconstruction it could not
-    write back (checked by writing one frame to memory)."""
+def _sound_file(path: str | Path) -> soundfile.SoundFile:
+    """The open file (header read); SignalError for a missing or unreadable one."""
     path = Path(path)
     if not path.is_file():
         raise SignalError(f"{path}: no such file")
     try:
-        with soundfile.SoundFile(str(path)) as file:
-            bits = PCM_BITS.get(file.subtype)
-            data = file.read(dtype="int32" if bits else "float64", always_2d=True)
-            rate, container, subtype = file.samplerate, file.format, file.subtype
+        return soundfile.SoundFile(str(path))
     except Exception as error:
         raise SignalError(f"{path}: cannot read as audio ({_libsndfile_message(error)})") from None
-    if data.shape[0] == 0:
+
+
+def read_audio_header(path: str | Path) -> AudioHeader:
+    """What ``read_audio`` will give, without reading the samples; SignalError (before any training) for a file
+    without samples or whose reconstruction libsndfile could not write back (checked by writing one frame to
+    memory)."""
+    with _sound_file(path) as file:
+        header = AudioHeader(file.samplerate, file.format, file.subtype, file.frames, file.channels)
+    if header.frames == 0:
         raise SignalError(f"{path}: the audio file holds no samples")
+    container, subtype, _ = header.output_format
+    try:
+        with soundfile.SoundFile(io.BytesIO(), "w", header.rate, header.channels, subtype, format=container) as probe:
+            probe.write(np.zeros((1, header.channels), np.float32))
+    except Exception as error:
+        raise SignalError(f"{path}: libsndfile cannot write its reconstruction ({container} {subtype}, {header.rate} Hz, "
+                          f"{header.channels} channels: {_libsndfile_message(error)})") from None
+    return header
+
+
+def read_audio(path: str | Path, header: AudioHeader | None = None) -> Audio:
+    """Any file libsndfile reads (``header``: its ``read_audio_header``, read again if None), checked against the
+    memory limit before its samples are read."""
+    header = header or read_audio_header(path)
+    check_memory(f"{path}: the samples read ({header.frames} x {header.channels}) and their float copies",
+                 header.decode_bytes)
+    bits = PCM_BITS.get(header.subtype)
+    try:
+        with _sound_file(path) as file:
+            data = file.read(dtype="int32" if bits else "float64", always_2d=True)
+    except SignalError:
+        raise
+    except Exception as error:
+        raise SignalError(f"{path}: cannot read as audio ({_libsndfile_message(error)})") from None
     if bits:
         data = data / 2.0**31  # exact: libsndfile puts b-bit PCM in the top bits of int32
     else:
         bad = int(data.size - np.count_nonzero(np.isfinite(data)))
         if bad:
             raise SignalError(f"{path}: {bad} sample(s) are NaN or infinite; inr-fit fits finite values")
-    audio = Audio(np.clip(data, -1.0, 1.0).astype(np.float32), rate, container, subtype)
-    container, subtype, _ = audio.output_format
-    try:
-        with soundfile.SoundFile(io.BytesIO(), "w", audio.rate, data.shape[1], subtype, format=container) as probe:
-            probe.write(np.zeros((1, data.shape[1]), np.float32))
-    except Exception as error:
-        raise SignalError(f"{path}: libsndfile cannot write its reconstruction ({container} {subtype}, {audio.rate} Hz, "
-                          f"{data.shape[1]} channels: {_libsndfile_message(error)})") from None
-    return audio
+    if data.shape != (header.frames, header.channels):
+        raise SignalError(f"{path}: read {data.shape[0]} x {data.shape[1]} samples, but its header says "
+                          f"{header.frames} x {header.channels}")
+    return Audio(header.rate, header.container, header.subtype, header.frames, header.channels,
+                 np.clip(data, -1.0, 1.0).astype(np.float32))
 
 
-def write_audio(path: str | Path, samples: np.ndarray, like: Audio) -> None:
+def write_audio(path: str | Path, samples: np.ndarray, like: AudioHeader) -> None:
     """samples [T, C] in [-1, 1] -> ``like.output_format`` at ``like.rate`` (PCM rounded to nearest), atomically."""
     container, subtype, _ = like.output_format
     clipped = np.clip(samples, -1.0, 1.0).astype(np.float64)

@@ -99,10 +99,11 @@ class MLP(Network):
                     bound = 1 / fan_in
                 else:
                     bound = math.sqrt(6 / fan_in) / self.omega_0
-                layer.weight.copy_((torch.rand(layer.weight.shape, generator=generator) * 2 - 1) * bound)
+                # U(-bound, bound) drawn in place, no temporary the size of the layer: (rand * 2 - 1) * bound
+                torch.rand(layer.weight.shape, generator=generator, out=layer.weight.detach()).mul_(2).sub_(1).mul_(bound)
                 if layer.bias is not None:
                     bias_bound = 1 / math.sqrt(fan_in)
-                    layer.bias.copy_((torch.rand(layer.bias.shape, generator=generator) * 2 - 1) * bias_bound)
+                    torch.rand(layer.bias.shape, generator=generator, out=layer.bias.detach()).mul_(2).sub_(1).mul_(bias_bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., n_input_dims] -> [..., n_output_dims], in the dtype of the weights (large batches without

@@ -75,13 +75,17 @@ class PatchMLP(Network):
         n_patches = math.prod(self.patches)
         mlp_config = {k: v for k, v in config.items() if k not in ("otype", "patches")}
         seeds = torch.randint(0, 2**31 - 1, (n_patches,), generator=seeded_generator(config["seed"])).tolist()
-        nets = [MLP(self.n_input_dims, self.n_output_dims, {**mlp_config, "seed": s}) for s in seeds]
         # The template's forward runs every patch (functional_call); it is not a submodule, its weights are unused.
-        self._template = [nets[0]]
-        self._names = {name: name.replace(".", "_") for name, _ in nets[0].named_parameters()}
+        template = MLP(self.n_input_dims, self.n_output_dims, {**mlp_config, "seed": seeds[0]})
+        self._template = [template]
+        self._names = {name: name.replace(".", "_") for name, _ in template.named_parameters()}
+        stacked = {name: torch.empty(n_patches, *p.shape) for name, p in template.named_parameters()}
+        for i, seed in enumerate(seeds):  # one patch's MLP at a time: memory for the stacked weights only
+            net = template if i == 0 else MLP(self.n_input_dims, self.n_output_dims, {**mlp_config, "seed": seed})
+            for name, parameter in net.named_parameters():
+                stacked[name][i] = parameter.detach()
         for name, attr in self._names.items():
-            stacked = torch.stack([dict(net.named_parameters())[name].detach() for net in nets])
-            self.register_parameter(attr, nn.Parameter(stacked))
+            self.register_parameter(attr, nn.Parameter(stacked[name]))
         self.n_patches = n_patches
 
     def patch_index(self, coords: torch.Tensor) -> torch.Tensor:

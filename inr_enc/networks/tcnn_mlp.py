@@ -31,6 +31,7 @@ from .registry import register_network
 ALIGNMENT = 16  # FullyFusedMLP: 16x16x16 tensor ops; CutlassMLP: the same, for checkpoint compatibility
 FULLY_FUSED_WIDTHS = (16, 32, 64, 128)
 FULLY_FUSED_UNSUPPORTED = ("Sine", "SiLU")  # hidden activations fully_fused_mlp.cu throws on (CutlassMLP runs them)
+INIT_BLOCK = 1 << 20  # PCG32 draws per block: each draw holds 2-4 uint64 states while it is computed
 MLP_ONLY_KEYS = ("bias", "omega_0", "first_omega_0", "spder_variant", "input_map")
 
 
@@ -130,8 +131,10 @@ class TcnnMLP(Network):
                     scale = np.float32(30) / np.float32(fan_in) if i == 0 else np.sqrt(np.float32(6) / np.float32(fan_in))
                 else:
                     scale = np.sqrt(np.float32(6) / np.float32(fan_in + fan_out))
-                values = rng.next_floats(fan_out * fan_in) * np.float32(2) * scale - scale
-                layer.weight.copy_(torch.from_numpy(values.reshape(fan_out, fan_in)))
+                flat = layer.weight.view(-1)
+                for start in range(0, flat.numel(), INIT_BLOCK):  # the stream in blocks: bounded temporaries
+                    values = rng.next_floats(min(INIT_BLOCK, flat.numel() - start)) * np.float32(2) * scale - scale
+                    flat[start:start + len(values)] = torch.from_numpy(values)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., n_input_dims] -> [..., n_output_dims] (large batches without autograd in blocks of rows)."""
