@@ -7,8 +7,7 @@
     torchrun --nproc_per_node N -m inr_enc.cli images DIR ...        (each rank fits a share of the files)
 
 Exit codes: 0 done; 2 bad input or an --out that cannot be written (one line on stderr, nothing in --out changed);
-3 training diverged (a non-finite
-loss: the last good checkpoint is kept); 130 Ctrl-C or SIGTERM (a running fit saves its checkpoint first).
+3 training diverged (a non-finite loss: the last good checkpoint is kept); 130 Ctrl-C or SIGTERM (a running fit saves its checkpoint first).
 Only argparse and light modules (``fitting.stops`` holds the signal handling) load before ``main`` installs it;
 torch and the rest load inside it.
 """
@@ -183,8 +182,7 @@ def fit_files(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     from .fitting.dataset import UNITS, check_config, fit_folder, from_rank_0, rank_group
     from .fitting.inputs import default_name, list_signals, safe_name
     from .fitting.run_folder import folder_run_locked
-    from .fitting.summary import check_replaceable
-    from .fitting.summary import write_config_comparison
+    from .fitting.summary import check_replaceable, write_config_comparison
     from .fitting.tensorboard import require_tensorboard
 
     kind = FOLDER_TASKS[args.task]

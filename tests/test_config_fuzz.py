@@ -199,6 +199,8 @@ def test_parse_bytes_refuses(text):
 def test_memory_limit_default_env_and_override(monkeypatch):
     memory.set_memory_limit(None)
     monkeypatch.delenv(memory.ENV_VAR, raising=False)
+    monkeypatch.setattr(memory, "_read_text", lambda path: None)  # no cgroup; test_memory_limits.py fakes them
+    monkeypatch.setattr(memory.resource, "getrlimit", lambda which: (memory.resource.RLIM_INFINITY,) * 2)
     assert memory.memory_limit() == memory.physical_memory() > 0
     with pytest.raises(ValueError, match=r"^HashGrid: parameters need 3.0 TiB, more than this machine's .* GiB; "
                                          r"pass --max-memory"):

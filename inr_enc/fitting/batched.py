@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -115,7 +116,7 @@ class GroupFitter:
         self.scheduler.step()
         return losses
 
-    def evaluate(self, stop: Any = None) -> list[float]:
+    def evaluate(self, stop: Callable[[], bool] | None = None) -> list[float]:
         """Each model's PSNR on its evaluation samples (a model whose error is not finite is marked diverged).
         ``stop``: None or a function () -> bool asked before each chunk; Interrupted as soon as it says True."""
         coords = self.problems[0].eval_coords
@@ -135,10 +136,16 @@ class GroupFitter:
 
     def run(self, checkpoint: Path) -> None:
         """Train to ``training["steps"]``, saving the group to ``checkpoint`` every ``checkpoint_every`` steps and
-        on Ctrl-C (then Interrupted)."""
-        training = self.training
+        on Ctrl-C (then Interrupted); a Ctrl-C during an evaluation stops it between chunks, and the continued
+        group evaluates that step first (as ``Fitter.run``)."""
+        training, steps = self.training, self.training["steps"]
         with deferred_interrupts() as interrupted:
-            while self.states[0].step < training["steps"]:
+            step, first = self.states[0].step, self.states[0]
+            if step and not (first.history and first.history[-1]["step"] == step) and \
+                    (step % training["eval_every"] == 0 or step == steps):
+                set_training_step(self.batch, step - 1)  # as the step before it left the schedules
+                self._evaluation([s.losses[-1] if s.losses else math.nan for s in self.states], interrupted, checkpoint)
+            while self.states[0].step < steps:
                 start = time.perf_counter()
                 losses = self._step()
                 elapsed = (time.perf_counter() - start) / len(self.tasks)
@@ -147,13 +154,22 @@ class GroupFitter:
                     state.seconds += elapsed
                     state.losses.append(loss)
                 step = self.states[0].step
-                if step % training["eval_every"] == 0 or step == training["steps"]:
-                    for state, loss, value in zip(self.states, losses, self.evaluate()):
-                        state.history.append({"step": step, "seconds": state.seconds, "loss": loss, "psnr": value})
-                if interrupted() or (step % training["checkpoint_every"] == 0 and step < training["steps"]):
+                if step % training["eval_every"] == 0 or step == steps:
+                    self._evaluation(losses, interrupted, checkpoint)
+                if interrupted() or (step % training["checkpoint_every"] == 0 and step < steps):
                     self.save(checkpoint)
                 if interrupted():
                     raise Interrupted
+
+    def _evaluation(self, losses: list[float], stop: Callable[[], bool], checkpoint: Path) -> None:
+        """Every model's evaluation at this step into its history; stopped by ``stop``: the group saved, Interrupted."""
+        try:
+            values = self.evaluate(stop)
+        except Interrupted:
+            self.save(checkpoint)
+            raise
+        for state, loss, value in zip(self.states, losses, values):
+            state.history.append({"step": state.step, "seconds": state.seconds, "loss": loss, "psnr": value})
 
     def save(self, path: Path) -> None:
         payload = {"names": [run["task"]["path"] for run in self.runs], "tasks": [run["task"] for run in self.runs],
