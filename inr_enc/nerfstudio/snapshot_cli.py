@@ -91,7 +91,10 @@ def import_snapshot(path: Path, data: Path, dataparser: str, output_dir: Path, e
     except (AssertionError, KeyError, IndexError, json.JSONDecodeError) as error:
         raise ValueError(f"--data {data}: {dataparser} cannot read it ({type(error).__name__}: {error})") from None
     settings = snapshot_settings(snapshot, *saved_to_world(dataparser, outputs, data))
-    model = InrNerfModelConfig(**settings, camera_optimizer=AutoCameraOptimizerConfig(mode="off"))
+    try:
+        model = InrNerfModelConfig(**settings, camera_optimizer=AutoCameraOptimizerConfig(mode="off"))
+    except ValueError as error:  # its network config or render settings
+        raise ValueError(f"{path}: {error}") from None
     config = replace(base, output_dir=output_dir, experiment_name=experiment or data.name, timestamp="snapshot",
                      pipeline=replace(base.pipeline, model=model,
                                       datamanager=replace(base.pipeline.datamanager, data=data, dataparser=parser_config)))
