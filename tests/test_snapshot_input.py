@@ -1,11 +1,13 @@
 """Broken and hostile snapshot files (inr_enc/nerfstudio/snapshot.py, snapshot_schema.py, snapshot_import.py,
-snapshot_cli.py): every field an import reads is checked (a ValueError naming its key path), and the compressed
-stream is inflated under a cap."""
+snapshot_cli.py): every field an import reads is checked (a ValueError naming its key path), the compressed stream
+is inflated under a cap, and inr-snapshot without nerfstudio still answers --help and says what it needs."""
 
 import copy
 import gzip
 import json
 import struct
+import subprocess
+import sys
 import time
 import tracemalloc
 import zlib
@@ -250,3 +252,23 @@ def test_inr_snapshot_import_refuses_in_one_line_and_writes_nothing(name, conten
     lines = [line for line in captured.err.splitlines() if line.startswith("inr-snapshot")]
     assert len(lines) == 1 and lines[0].startswith(f"inr-snapshot: {tmp_path / name}: {message}"), captured.err
     assert captured.out == "" and not (tmp_path / "outputs").exists()
+
+
+BLOCKED = "import sys; sys.modules.update({name: None for name in sys.argv[1].split(',')}); sys.argv[1:2] = []; " \
+          "from inr_enc.nerfstudio.snapshot_cli import main; sys.exit(main())"
+
+
+@pytest.mark.parametrize("blocked", ["nerfstudio,torch", "msgpack"])
+def test_inr_snapshot_without_nerfstudio_answers_help_and_says_what_it_needs(blocked, tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-c", BLOCKED, blocked, *args], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=120)
+
+    helped = run("--help")
+    assert helped.returncode == 0 and "usage: inr-snapshot" in helped.stdout and helped.stderr == ""
+    assert run("import", "--help").returncode == 0
+    refused = run("import", "scene.ingp", "--data", ".")
+    needed = blocked.split(",")[0]
+    assert refused.returncode == 2 and refused.stdout == "" and list(tmp_path.iterdir()) == []
+    assert refused.stderr.splitlines() == [f"inr-snapshot: needs {needed} (the nerfstudio extra): pip install "
+                                           f"'inr_enc[nerfstudio]', or pip install -e '.[nerfstudio]' in a checkout"]
