@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import os
 import zlib
 from pathlib import Path
 from typing import Any
@@ -35,15 +36,27 @@ from ..nerf.occupancy import OccupancyGrid
 from ..nerf.space import unit_to_world
 from ..tcnn_layout import tcnn_params
 from ..version import __version__
+from .snapshot_schema import GRID_SIZE, RENDER_SETTINGS, check_snapshot
 
-GRID_SIZE = 128  # NERF_GRIDSIZE
 SUFFIXES = (".ingp", ".msgpack")
+# What the largest snapshot a user would save holds, the default cap on a file's size and on what it inflates to: the
+# Instant-NGP paper's largest hash grid (2^24 entries x 16 levels x 2 features) in float32 (params_type "float";
+# tcnn's "__half" takes half): 2 GiB; 8 cascades (aabb_scale 128) of 128^3 float16 densities: 32 MiB; inr_enc's
+# float32 occupancy grid: 8 MiB; 64 MiB for the networks (under 1 MiB in Instant-NGP's configs) and the config and
+# dataset sections. A file is inflated as it is unpacked: refused once past the cap (a gzip bomb too), or once what
+# it holds is not a snapshot's msgpack; msgpack holds its largest binary at once (then a copy), not the whole file.
+MAX_BYTES = (1 << 24) * 16 * 2 * 4 + 8 * GRID_SIZE**3 * 2 + GRID_SIZE**3 * 4 + (64 << 20)
+MAX_BYTES_VARIABLE = "INR_SNAPSHOT_MAX_BYTES"  # another cap, in bytes
+CHUNK = 1 << 20  # bytes read, and inflated, at a time
+# msgpack's limits beside the cap: strings (paths, names) of 1 MiB; 2^16 entries per array or map (an Instant-NGP
+# dataset's per-image lists: 65,536 images), which msgpack allocates as declared, before reading them (up to 1024
+# nested: 512 MiB); 2^22 array and map entries in all (~55 per image), each a Python object of up to ~70 bytes for
+# one byte of msgpack (an empty list): ~300 MiB.
+MAX_STRING, MAX_ENTRIES, MAX_ALL_ENTRIES = 1 << 20, 1 << 16, 1 << 22
 MIN_CONE_STEPSIZE = math.sqrt(3) / 1024  # nerf_device.cuh: SQRT3() / NERF_STEPS()
 # rgb_loss -> Instant-NGP's NeRF loss (testbed.cu string_to_loss_type; its MAPE divides by the prediction)
 NGP_LOSS_NAMES = {"MSE": "L2", "L1": "L1", "RelativeL1": "MAPE", "RelativeL2": "RelativeL2", "SMAPE": "SMAPE",
                   "Huber": "Huber"}
-# the model settings rendering reads besides the field and grid, kept so that an import renders the same
-RENDER_SETTINGS = ("render_step_size", "early_stop_eps", "render_alpha_threshold", "occupancy_threshold")
 CYCLE = torch.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 0.0]])  # (x, y, z) -> (y, z, x)
 
 
@@ -160,27 +173,91 @@ def write_snapshot(snapshot: dict[str, Any], path: str | Path) -> None:
         tmp.write_bytes(gzip.compress(data) if Path(path).suffix.lower() == ".ingp" else data)
 
 
-def read_snapshot(path: str | Path) -> dict[str, Any]:
-    """A snapshot file (.ingp: zlib or gzip stream, as zstr reads; else plain msgpack) -> its dict; ValueError for
-    a file that is not one."""
-    if Path(path).suffix.lower() not in SUFFIXES:
+def _cap(max_bytes: int | None) -> tuple[int, str]:
+    """(the cap in bytes, where it comes from, for the message)."""
+    if max_bytes is None and MAX_BYTES_VARIABLE not in os.environ:
+        return MAX_BYTES, f"the largest snapshot's size; {MAX_BYTES_VARIABLE} sets another"
+    name, setting = ("max_bytes", max_bytes) if max_bytes is not None else \
+        (MAX_BYTES_VARIABLE, os.environ[MAX_BYTES_VARIABLE])
+    if not str(setting).strip().isdigit() or int(setting) < 1:
+        raise ValueError(f"{name}: expected a number of bytes >= 1, got {setting!r}")
+    return int(setting), name
+
+
+class _Refused(ValueError):
+    """A file refused as a whole (its size, its compressed stream): the message as is."""
+
+
+class _Inflating:
+    """A file-like ``read`` of the zlib or gzip stream in ``file`` (wbits 32 + 15: either header, as zstr reads),
+    inflated as it is read; _Refused past ``cap`` bytes, for a truncated stream or data after it."""
+
+    def __init__(self, file: Any, path: Path, cap: int, source: str) -> None:
+        self.file, self.path, self.cap, self.source = file, path, cap, source
+        self.inflater, self.pending, self.total = zlib.decompressobj(wbits=47), b"", 0
+
+    def read(self, size: int) -> bytes:
+        while not self.inflater.eof:
+            data = self.pending or self.file.read(CHUNK)
+            try:  # at most size bytes out (zlib keeps the rest for the next call, b"" in)
+                chunk = self.inflater.decompress(data, max(size, 1))
+            except zlib.error as error:
+                raise _Refused(f"{self.path}: not a compressed Instant-NGP snapshot ({error})") from None
+            self.pending, self.total = self.inflater.unconsumed_tail, self.total + len(chunk)
+            if self.total > self.cap:
+                raise _Refused(f"{self.path}: inflates to more than {self.cap} bytes, the cap ({self.source})")
+            if chunk:
+                return chunk
+            if not data:  # the file ended, zlib holds nothing more
+                raise _Refused(f"{self.path}: a truncated compressed stream (it ends before its end mark)")
+        if self.inflater.unused_data or self.file.read(1):
+            raise _Refused(f"{self.path}: data after the compressed stream")
+        return b""
+
+
+def _counted(limit: int) -> Any:
+    """A msgpack list_hook/object_hook counting array and map entries (an empty one as 1); ValueError past
+    ``limit``."""
+    count = 0
+
+    def hook(container: Any) -> Any:
+        nonlocal count
+        count += 1 + len(container)
+        if count > limit:
+            raise ValueError(f"more than {limit} array and map entries")
+        return container
+    return hook
+
+
+def read_snapshot(path: str | Path, max_bytes: int | None = None) -> dict[str, Any]:
+    """A snapshot file (.ingp: zlib or gzip stream, as zstr reads; else plain msgpack) -> its dict, each field an
+    import reads checked (snapshot_schema.py). ValueError for a file that is not one, or past ``max_bytes`` (default:
+    $INR_SNAPSHOT_MAX_BYTES, else MAX_BYTES) on disk or inflated, refused before more than that is read."""
+    path = Path(path)
+    if path.suffix.lower() not in SUFFIXES:
         raise ValueError(f"{path}: a snapshot is a .ingp (compressed) or .msgpack file, as Instant-NGP names them")
-    data = Path(path).read_bytes()
-    if Path(path).suffix.lower() == ".ingp":
+    cap, source = _cap(max_bytes)
+    size = path.stat().st_size
+    if size > cap:
+        raise ValueError(f"{path}: {size} bytes, more than {cap} bytes, the cap ({source})")
+    hook = _counted(MAX_ALL_ENTRIES)
+    with open(path, "rb") as file:
+        stream = _Inflating(file, path, cap, source) if path.suffix.lower() == ".ingp" else file
+        unpacker = msgpack.Unpacker(stream, read_size=min(CHUNK, cap), max_buffer_size=cap, max_bin_len=cap,
+                                    max_str_len=MAX_STRING, max_ext_len=MAX_STRING, max_array_len=MAX_ENTRIES,
+                                    max_map_len=MAX_ENTRIES, list_hook=hook, object_hook=hook, raw=False,
+                                    strict_map_key=True)
         try:
-            data = zlib.decompress(data, wbits=47)  # 32 + 15: a zlib or a gzip header
-        except zlib.error as error:
-            raise ValueError(f"{path}: not a compressed Instant-NGP snapshot ({error})") from None
+            snapshot = unpacker.unpack()
+            if unpacker.read_bytes(1):
+                raise ValueError("data after its end")
+        except _Refused:
+            raise
+        except msgpack.OutOfData:
+            raise ValueError(f"{path}: not a snapshot's msgpack (it ends early)") from None
+        except (ValueError, msgpack.UnpackException) as error:  # msgpack's (UnicodeDecodeError too), the hook's
+            raise ValueError(f"{path}: not a snapshot's msgpack ({error or type(error).__name__})") from None
     try:
-        snapshot = msgpack.unpackb(data, raw=False, strict_map_key=False)
-    except (ValueError, msgpack.exceptions.ExtraData, msgpack.exceptions.FormatError) as error:
-        raise ValueError(f"{path}: not msgpack ({error})") from None
-    section = snapshot.get("snapshot") if isinstance(snapshot, dict) else None
-    if not isinstance(section, dict) or not isinstance(section.get("version"), int) or section["version"] < 1 \
-            or section.get("mode", "nerf") != "nerf":
-        raise ValueError(f"{path}: not an Instant-NGP NeRF snapshot (format version 1, mode nerf)")
-    kinds = {"params_binary": bytes, "density_grid_binary": bytes, "nerf": dict, "training_step": int}
-    wrong = [key for key, kind in kinds.items() if not isinstance(section.get(key), kind)]
-    if wrong:
-        raise ValueError(f"{path}: a snapshot whose {', '.join(wrong)} is missing or of another type")
-    return snapshot
+        return check_snapshot(snapshot)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None

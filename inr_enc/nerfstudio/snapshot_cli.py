@@ -7,13 +7,15 @@
 scene) as Instant-NGP's testbed saves one. ``import`` writes a run folder as ns-train would
 (OUTPUT_DIR/EXPERIMENT/inr-hashgrid/snapshot/: config.yml and nerfstudio_models/) for ``ns-render`` and
 ``ns-eval`` on CPU, the scene's cameras from ``--data``. Each prints the path it wrote (and nothing else) on
-stdout. Bad input: one line on stderr, exit code 2, nothing written.
+stdout. Bad input: one line on stderr, exit code 2, nothing written. Arguments are read (and ``--help`` answered)
+before nerfstudio and torch are imported: without the nerfstudio extra, the command says so in one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -22,17 +24,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
-import torch
-import yaml
-from nerfstudio.configs.dataparser_configs import all_dataparsers
-from nerfstudio.engine.trainer import TrainerConfig
-from nerfstudio.utils.eval_utils import eval_setup
-
-from .methods import inr_hashgrid
-from .model import InrNerfModelConfig
-from .settings import AutoCameraOptimizerConfig
-from .snapshot import export_snapshot, read_snapshot, write_snapshot
-from .snapshot_import import load_snapshot, snapshot_settings
+# what the commands need beyond the core install (the nerfstudio extra), checked once the arguments are read: the
+# commands import it (and torch) themselves, so that --help and argument errors need neither
+NEEDS = ("nerfstudio", "msgpack")
+INSTALL = "pip install 'inr_enc[nerfstudio]', or pip install -e '.[nerfstudio]' in a checkout"
 
 
 def fail(message: str) -> NoReturn:
@@ -50,6 +45,12 @@ COLMAP_APPLIED_TRANSFORM = [[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, -1, 0]]  # nerfst
 
 
 def export_run(config_path: Path, output: Path) -> None:
+    import yaml
+    from nerfstudio.engine.trainer import TrainerConfig
+    from nerfstudio.utils.eval_utils import eval_setup
+
+    from .snapshot import export_snapshot, write_snapshot
+
     if not config_path.is_file():
         raise ValueError(f"--load-config: no such file {config_path}")
     config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
@@ -64,6 +65,8 @@ def saved_to_world(dataparser: str, outputs: Any, data: Path) -> tuple[torch.Ten
     """The dataparser's world from the coordinates its transforms.json holds (Instant-NGP's NeRF world): (transform
     [3, 4], scale). nerfstudio-data reports its transform and scale from the data's original coordinates (its
     applied_transform and applied_scale, nerfstudio_dataparser.py); they are undone here."""
+    import torch
+
     transform, scale = outputs.dataparser_transform.double(), float(outputs.dataparser_scale)
     if dataparser != "nerfstudio-data":
         return transform, scale
@@ -80,6 +83,16 @@ def saved_to_world(dataparser: str, outputs: Any, data: Path) -> tuple[torch.Ten
 
 
 def import_snapshot(path: Path, data: Path, dataparser: str, output_dir: Path, experiment: str | None) -> Path:
+    import torch
+    import yaml
+    from nerfstudio.configs.dataparser_configs import all_dataparsers
+
+    from .methods import inr_hashgrid
+    from .model import InrNerfModelConfig
+    from .settings import AutoCameraOptimizerConfig
+    from .snapshot import read_snapshot
+    from .snapshot_import import load_snapshot, snapshot_settings
+
     if not path.is_file() or not data.exists():
         raise ValueError(f"no such {'snapshot' if not path.is_file() else '--data'} {path if not path.is_file() else data}")
     snapshot = read_snapshot(path)
@@ -91,7 +104,10 @@ def import_snapshot(path: Path, data: Path, dataparser: str, output_dir: Path, e
     except (AssertionError, KeyError, IndexError, json.JSONDecodeError) as error:
         raise ValueError(f"--data {data}: {dataparser} cannot read it ({type(error).__name__}: {error})") from None
     settings = snapshot_settings(snapshot, *saved_to_world(dataparser, outputs, data))
-    model = InrNerfModelConfig(**settings, camera_optimizer=AutoCameraOptimizerConfig(mode="off"))
+    try:
+        model = InrNerfModelConfig(**settings, camera_optimizer=AutoCameraOptimizerConfig(mode="off"))
+    except ValueError as error:  # its network config or render settings
+        raise ValueError(f"{path}: {error}") from None
     config = replace(base, output_dir=output_dir, experiment_name=experiment or data.name, timestamp="snapshot",
                      pipeline=replace(base.pipeline, model=model,
                                       datamanager=replace(base.pipeline.datamanager, data=data, dataparser=parser_config)))
@@ -130,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
     imported.add_argument("--output-dir", type=Path, default=Path("outputs"))
     imported.add_argument("--experiment-name", help="default: the --data folder's name")
     args = parser.parse_args(argv)
+    for module in NEEDS:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            fail(f"needs {module} (the nerfstudio extra): {INSTALL}")
     try:
         with contextlib.redirect_stdout(sys.stderr):  # nerfstudio's log: stdout holds only the path written
             if args.command == "export":

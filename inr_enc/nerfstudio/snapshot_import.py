@@ -14,14 +14,15 @@ import torch
 
 from ..tcnn_layout import load_tcnn_params, tcnn_n_params
 from .snapshot import CYCLE, GRID_SIZE, MIN_CONE_STEPSIZE, cell_centres, morton3d
+from .snapshot_schema import CONFIG_SECTIONS, PARAM_BYTES, check_snapshot
 
-SECTIONS = ("loss", "optimizer", "encoding", "network", "dir_encoding", "rgb_network")
 NGP_SCALE, NGP_OFFSET = 0.33, [0.5, 0.5, 0.5]  # nerf_loader.h's defaults (NERF_SCALE)
 
 
 def ngp_unit_frame(snapshot: dict[str, Any], dataparser_transform: torch.Tensor, dataparser_scale: float
                    ) -> torch.Tensor:
-    """[3, 4] world (the dataparser's) -> Instant-NGP's unit cube, for a snapshot Instant-NGP wrote."""
+    """[3, 4] world (the dataparser's) -> Instant-NGP's unit cube, for a snapshot Instant-NGP wrote (one that
+    check_snapshot passes)."""
     dataset = snapshot["snapshot"].get("nerf", {}).get("dataset") or {}
     if dataset.get("from_mitsuba", False):
         raise ValueError("snapshot: Mitsuba-convention datasets (from_mitsuba) are not read")
@@ -35,13 +36,9 @@ def ngp_unit_frame(snapshot: dict[str, Any], dataparser_transform: torch.Tensor,
 def snapshot_settings(snapshot: dict[str, Any], dataparser_transform: torch.Tensor | None = None,
                       dataparser_scale: float = 1.0) -> dict[str, Any]:
     """InrNerfModelConfig settings that build the snapshot's field: its network config, a bounded scene, the
-    128^3 grid, its background, and (one Instant-NGP wrote) the unit frame. ValueError for what is not read."""
-    section = snapshot["snapshot"]
-    missing = [key for key in SECTIONS[2:] if key not in snapshot]
-    if missing:
-        raise ValueError(f"snapshot: no {', '.join(missing)} in its network config")
-    if section.get("density_grid_size") != GRID_SIZE:
-        raise ValueError(f"snapshot: density_grid_size {section.get('density_grid_size')}, expected {GRID_SIZE}")
+    128^3 grid, its background, and (one Instant-NGP wrote) the unit frame. ValueError for what is not read, or a
+    field of another type, length or range (snapshot_schema.py)."""
+    section = check_snapshot(snapshot)["snapshot"]
     nerf, ours = section["nerf"], section.get("inr_enc")
     dataset = nerf.get("dataset") or {}
     if nerf.get("aabb_scale", 1) != 1 or dataset.get("n_extra_learnable_dims", 0) or dataset.get("is_hdr", False):
@@ -51,7 +48,7 @@ def snapshot_settings(snapshot: dict[str, Any], dataparser_transform: torch.Tens
         raise ValueError("snapshot: its dataset section is empty, so its unit cube's place in the world is unknown "
                          "(a snapshot inr_enc exported and Instant-NGP re-saved); import inr_enc's own export")
     background = section.get("background_color", [1.0, 1.0, 1.0, 1.0])
-    config = {key: snapshot[key] for key in SECTIONS if key in snapshot}
+    config = {key: snapshot[key] for key in CONFIG_SECTIONS if key in snapshot}
     settings: dict[str, Any] = {"instant_ngp_config": json.dumps(config), "scene_contraction": "none",
                                 "grid_resolution": GRID_SIZE,
                                 "background_color": "black" if float(background[0]) < 0.5 else "white"}
@@ -66,16 +63,14 @@ def snapshot_settings(snapshot: dict[str, Any], dataparser_transform: torch.Tens
 
 def _params(section: dict[str, Any]) -> torch.Tensor:
     kind = section.get("params_type", "float")
-    if kind not in ("float", "__half"):
-        raise ValueError(f"snapshot: params_type {kind!r}; tcnn writes 'float' or '__half'")
-    values = np.frombuffer(section["params_binary"], dtype="<f4" if kind == "float" else "<f2")
+    values = np.frombuffer(section["params_binary"], dtype=f"<f{PARAM_BYTES[kind]}")
     return torch.from_numpy(values.astype(np.float32))
 
 
 def load_snapshot(model: Any, snapshot: dict[str, Any]) -> None:
     """Put the snapshot's weights and occupancy grid into ``model`` (built from ``snapshot_settings``); ValueError
-    if they do not fit it."""
-    section, field = snapshot["snapshot"], model.field
+    if they do not fit it, or for a field of another type, length or range (snapshot_schema.py)."""
+    section, field = check_snapshot(snapshot)["snapshot"], model.field
     parts = (field.density_network, field.color_network, field.position_encoder, field.color_encoder)
     sizes = [tcnn_n_params(m) for m in parts]
     params = _params(section)
