@@ -3,6 +3,7 @@ through inr-fit): wrong types, huge and odd numbers, deleted and misspelt keys, 
 bad nestings of every named config."""
 
 import copy
+import os
 
 from inr_enc import ENCODERS, NETWORKS, available_configs, load_config
 
@@ -12,6 +13,8 @@ WRONG = [True, False, "x", "", [], [1, 2], [0.5, "a"], {}, {"otype": "Identity"}
          -1, -(2**63), 0, 1, 0.5, float("nan"), float("inf"), -float("inf"), 1e300, -1e300, 1e-300, 1e-45, 3.5e38,
          1.7e6, 10**10]
 SECTIONS = ("encoding", "network", "training", "seed")
+# the fuzz tests' seeds start here: 0 in the suite; scripts/reliability.py --first-seed N tries new ones
+FIRST_SEED = int(os.environ.get("INR_ENC_FUZZ_SEED", "0"))
 
 
 def _paths(node, prefix=()):

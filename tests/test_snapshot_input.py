@@ -5,6 +5,7 @@ is inflated under a cap, and inr-snapshot without nerfstudio still answers --hel
 import copy
 import gzip
 import json
+import random
 import struct
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import torch
 pytest.importorskip("nerfstudio")
 
 from nerfstudio.data.scene_box import SceneBox  # noqa: E402
+from fuzz import FIRST_SEED, WRONG  # noqa: E402
 from nerf_runs import NGP_NERF_BASE, SCENE  # noqa: E402
 
 from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
@@ -56,9 +58,10 @@ def exported():
     return {"ours": ours, "ngp": ngp}
 
 
-def imported(path, **read):
-    """read_snapshot, snapshot_settings, the model, load_snapshot: as inr-snapshot import uses them."""
-    snapshot = read_snapshot(path, **read)
+def imported(source, **read):
+    """read_snapshot (of a path; a dict is taken as read), snapshot_settings, the model, load_snapshot: as
+    inr-snapshot import uses them."""
+    snapshot = source if isinstance(source, dict) else read_snapshot(source, **read)
     model = InrNerfModelConfig(**snapshot_settings(snapshot)).setup(scene_box=SceneBox(aabb=torch.tensor(BOX)),
                                                                     num_train_data=1)
     load_snapshot(model, snapshot)
@@ -113,6 +116,7 @@ MUTATIONS = [  # (base, key path, value, the error's start)
     ("ours", "snapshot.mode", "sdf", "snapshot.mode: expected 'nerf'"),
     ("ours", "snapshot.density_grid_size", 1 << 40, "snapshot.density_grid_size: expected 128"),
     ("ours", "snapshot.params_type", "double", "snapshot.params_type: expected 'float' or '__half'"),
+    ("ours", "snapshot.params_type", ["float"], "snapshot.params_type: expected 'float' or '__half'"),  # unhashable
     ("ours", "snapshot.params_binary", b"\0" * 7, "snapshot.params_binary: expected 4-byte 'float' values"),
     ("ours", "snapshot.params_binary", [1.0, 2.0], "snapshot.params_binary: expected 4-byte 'float' values"),
     ("ours", "snapshot.n_params", 1 << 62, "snapshot.n_params: expected the count params_binary holds"),
@@ -272,3 +276,43 @@ def test_inr_snapshot_without_nerfstudio_answers_help_and_says_what_it_needs(blo
     assert refused.returncode == 2 and refused.stdout == "" and list(tmp_path.iterdir()) == []
     assert refused.stderr.splitlines() == [f"inr-snapshot: needs {needed} (the nerfstudio extra): pip install "
                                            f"'inr_enc[nerfstudio]', or pip install -e '.[nerfstudio]' in a checkout"]
+
+
+def _fields(node, prefix=()):
+    """Every key path of a snapshot's mappings and lists."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        yield prefix + (key,)
+        yield from _fields(value, prefix + (key,))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_seeded_mutations_import_or_are_refused_with_a_value_error(seed, exported, tmp_path):
+    """1 to 3 fields of a valid snapshot set to fuzz.WRONG's values, deleted, or (binaries) cut: the file is
+    imported as inr-snapshot does, or refused with a ValueError; nothing else (no other exception)."""
+    rng = random.Random(FIRST_SEED + 5000 + seed)
+    snapshot = copy.deepcopy(exported[rng.choice(["ours", "ngp"])])
+    for _ in range(rng.randint(1, 3)):
+        path = rng.choice(list(_fields(snapshot)))
+        parent = snapshot
+        for key in path[:-1]:
+            parent = parent[key]
+        old = parent[path[-1]]
+        choice = rng.random()
+        if isinstance(old, bytes) and choice < 0.5:
+            parent[path[-1]] = old[: rng.randrange(len(old) + 1)]
+        elif choice < 0.15 and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = copy.deepcopy(rng.choice(WRONG))
+    try:
+        packed = msgpack.packb(snapshot, use_bin_type=True)
+    except (OverflowError, TypeError, ValueError):  # not writable as msgpack (an int of 2^64): a dict in memory only
+        packed = None
+    file = tmp_path / "fuzzed.msgpack"
+    if packed is not None:
+        file.write_bytes(packed)
+    try:
+        imported(file if packed is not None else snapshot)
+    except ValueError as error:
+        assert str(error) and "\n" not in str(error)

@@ -141,7 +141,7 @@ def check_snapshot(snapshot: Any) -> dict[str, Any]:
     if section.get("density_grid_size", MISSING) != GRID_SIZE:
         _fail(f"{path}.density_grid_size", f"{GRID_SIZE}", section.get("density_grid_size", MISSING))
     kind = section.get("params_type", "float")
-    if kind not in PARAM_BYTES:
+    if not isinstance(kind, str) or kind not in PARAM_BYTES:
         _fail(f"{path}.params_type", "'float' or '__half'", kind)
     _binary(section.get("params_binary", MISSING), f"{path}.params_binary", f"{PARAM_BYTES[kind]}-byte {kind!r} values",
             PARAM_BYTES[kind])
