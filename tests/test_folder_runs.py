@@ -11,6 +11,7 @@ from pathlib import Path
 import imageio.v3 as iio
 import numpy as np
 import pytest
+import torch
 import yaml
 from fuzz import FIRST_SEED
 from runs import write_tiny_config
@@ -207,3 +208,28 @@ def test_fuzzed_file_names_get_distinct_folders_inside_out_that_stay_theirs(tmp_
         folder = (out / name).resolve()
         assert folder.parent == out.resolve() and not name.startswith(".") and len(name.encode()) <= 240
         assert name.lower() not in ("summary.csv", "summary.md", "rate_distortion.png")
+
+
+def test_a_ctrl_c_during_a_groups_evaluation_stops_it_and_the_group_evaluates_that_step_when_continued(
+        tmp_path, tiny, monkeypatch):
+    folder, out = tmp_path / "in", tmp_path / "out"
+    write_images(folder, [f"rgb{k}.png" for k in range(2)])
+    args = ["images", str(folder), "--out", str(out), "--config", str(tiny), "--quiet", "--together", "2"]
+    evaluate, asked = batched.GroupFitter.evaluate, []
+
+    def signalled_in_the_first(self, stop=None):
+        asked.append(self.states[0].step)
+        if len(asked) == 1:
+            signal.raise_signal(signal.SIGINT)  # deferred by the loop: evaluate's stop() now says True
+        return evaluate(self, stop)
+
+    monkeypatch.setattr(batched.GroupFitter, "evaluate", signalled_in_the_first)
+    assert inr_fit(args) == 130
+    assert asked == [4]
+    assert inr_fit(args) == 0
+    assert asked == [4, 4, 8]  # the cut evaluation first, then the last step's
+    for k in range(2):
+        history = json.loads((out / f"rgb{k}" / "metrics.json").read_text())
+        assert history["steps"] == 8 and history["fitted_together"] == 2
+    saved = torch.load(out / "rgb0" / "checkpoint.pt", weights_only=True)
+    assert [h["step"] for h in saved["history"]] == [4, 8]
