@@ -11,6 +11,7 @@ exception: a traceback a user would see) and wrong results (an assertion about t
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,14 +31,20 @@ ROWS = {
     "library": ("library inputs", ["tests/test_library_inputs.py"]),
     "plugin": ("plugin bad settings", ["tests/test_nerfstudio_plugin.py", "-k", "bad_settings"]),
     "wheel": ("the wheel", ["tests/test_wheel.py"]),
+    "folders": ("folder runs: names, the lock, changed inputs, link loops, --together groups", ["tests/test_folder_runs.py"]),
+    "config-files": ("config files: syntax, depth, parents, keys given twice", ["tests/test_config_files.py"]),
+    "snapshots": ("inr-snapshot import: hostile and broken snapshots, bombs, no nerfstudio", ["tests/test_snapshot_input.py"]),
+    "memory": ("memory limits (process, cgroup), signals sized from headers, networks",
+               ["tests/test_memory_limits.py", "tests/test_network_memory.py"]),
 }
 
 
-def measure(selection: list[str]) -> dict[str, int]:
+def measure(selection: list[str], first_seed: int = 0) -> dict[str, int]:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *selection],
-                       cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                       cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env={**os.environ, "INR_ENC_FUZZ_SEED": str(first_seed)})
         counts = {"cases": 0, "fine": 0, "crash": 0, "wrong": 0, "skipped": 0}
         for case in ElementTree.parse(report).getroot().iter("testcase"):
             counts["cases"] += 1
@@ -57,13 +64,15 @@ def measure(selection: list[str]) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", nargs="+", choices=sorted(ROWS), default=list(ROWS))
+    parser.add_argument("--first-seed", type=int, default=0, help="the fuzz tests' first seed (tests/fuzz.py "
+                        "FIRST_SEED; default 0, the suite's): another value tries cases the suite does not")
     args = parser.parse_args()
     print("| area | cases tried | fine | crash (unexpected exception) | wrong result | skipped | seconds | command |")
     print("|---|---|---|---|---|---|---|---|")
     for row in args.rows:
         area, selection = ROWS[row]
         start = time.perf_counter()
-        counts = measure(selection)
+        counts = measure(selection, args.first_seed)
         seconds = time.perf_counter() - start
         command = "pytest " + " ".join(f"'{part}'" if " " in part else part for part in selection)
         print(f"| {area} | {counts['cases']} | {counts['fine']} | {counts['crash']} | {counts['wrong']} | "
