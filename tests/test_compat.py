@@ -34,6 +34,10 @@ NS_RUN = Path("tests") / "data" / "nerfstudio-main-8d2dfae" / "inr-hashgrid" / "
 @pytest.mark.skipif(kernel_unavailable_reason("cpp", torch.zeros(1, 2)) is not None,
                     reason="the fixture was written on the C++ kernel; bit-identical results need it")
 def test_an_old_inr_fit_run_resumes_and_continues_the_same_curve(tmp_path, monkeypatch):
+    """The old run continued to step 60 against a run of this machine: 40 steps, then 20 more after a resume. Where
+    this machine's first 40 steps give the fixture's weights bit for bit, the continuations must agree bit for bit;
+    elsewhere (another CPU's float32 rounding: on an AMD EPYC the 40-step weights differ by up to 7e-7) they must
+    agree to that rounding, carried through 20 more steps."""
     old, fresh = tmp_path / "old", tmp_path / "fresh"
     shutil.copytree(FIT_RUN, old)
     saved = yaml.safe_load((old / "config.yaml").read_text())
@@ -44,16 +48,25 @@ def test_an_old_inr_fit_run_resumes_and_continues_the_same_curve(tmp_path, monke
     torch.set_num_threads(1)  # as the fixture was written: bit-identical results need one thread
     try:
         assert inr_fit(["image", "--resume", str(old), "--steps", "60", "--quiet"]) == 0
-        assert inr_fit(["image", saved["task"]["path"], "--config", str(config), "--out", str(fresh), "--steps", "60",
+        assert inr_fit(["image", saved["task"]["path"], "--config", str(config), "--out", str(fresh), "--steps", "40",
                         "--quiet"]) == 0
+        at_40 = torch.load(fresh / "checkpoint.pt", weights_only=True)["model"]
+        assert inr_fit(["image", "--resume", str(fresh), "--steps", "60", "--quiet"]) == 0
     finally:
         torch.set_num_threads(threads)
-    resumed, uninterrupted = (torch.load(run / "checkpoint.pt", weights_only=True) for run in (old, fresh))
-    assert resumed["step"] == uninterrupted["step"] == 60
+    written = torch.load(FIT_RUN / "checkpoint.pt", weights_only=True)["model"]
+    same_machine_kind = all(torch.equal(value, at_40[key]) for key, value in written.items())
+    resumed, here = (torch.load(run / "checkpoint.pt", weights_only=True) for run in (old, fresh))
+    assert resumed["step"] == here["step"] == 60
     assert [h["step"] for h in resumed["history"]] == [20, 40, 60]  # two evaluations from the old code, one new
-    assert resumed["history"][-1]["psnr"] == uninterrupted["history"][-1]["psnr"]
-    for key, value in uninterrupted["model"].items():
-        assert torch.equal(resumed["model"][key], value), key
+    if same_machine_kind:
+        assert resumed["history"][-1]["psnr"] == here["history"][-1]["psnr"]
+        for key, value in here["model"].items():
+            assert torch.equal(resumed["model"][key], value), key
+    else:
+        assert resumed["history"][-1]["psnr"] == pytest.approx(here["history"][-1]["psnr"], abs=1e-4)
+        for key, value in here["model"].items():
+            torch.testing.assert_close(resumed["model"][key], value, rtol=0, atol=1e-5, msg=key)
     assert json.loads((old / "metrics.json").read_text())["steps"] == 60
 
 
