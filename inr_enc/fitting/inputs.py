@@ -62,7 +62,10 @@ def list_signals(kind: str, where: str, out: Path | None = None) -> list[Path]:
     seen: set[tuple[int, int]] = set()
     unique = []
     for file in sorted(files, key=lambda p: (p.is_symlink(), len(p.parts), str(p))):  # a file's plainest path is kept
-        stat = file.stat()
+        try:
+            stat = file.stat()
+        except OSError:  # gone since it was listed
+            continue
         if (stat.st_dev, stat.st_ino) not in seen:
             seen.add((stat.st_dev, stat.st_ino))
             unique.append(file)
