@@ -1,12 +1,14 @@
 """``inr-fit images DIR`` and ``inr-fit audios DIR``: one config over every file of a folder (or a glob pattern).
 
 Each file is fitted into a run folder of its own directly in ``out`` (named after the file: inputs.py), as
-``inr-fit image`` fits one, and ``summary.csv`` and ``summary.md`` in ``out`` list per file its status, PSNR, SSIM, bits per pixel (or
-sample), seconds and steps, with mean ± std (sample standard deviation) over the files that have results.
+``inr-fit image`` fits one, and ``summary.csv`` and ``summary.md`` in ``out`` list per file its status, PSNR,
+SSIM, bits per pixel (or sample), seconds and steps, with mean ± std (sample standard deviation) over the files
+that have results.
 
 Resumable: a file whose folder holds a finished run of the same resolved config and the same input bytes is
-skipped (its metrics read back), a changed input is refused unless ``overwrite``, an interrupted one (config and checkpoint, no metrics.json) resumes, and a file whose fit raises anything
-(unreadable, refused by the config, diverged, a crash) is recorded as failed while the others go on; Ctrl-C stops.
+skipped (its metrics read back), a changed input is refused unless ``overwrite``, an interrupted one (config and
+checkpoint, no metrics.json) resumes, and a file whose fit raises anything (unreadable, refused by the config,
+diverged, a crash) is recorded as failed while the others go on; Ctrl-C stops.
 
 Under torchrun (``WORLD_SIZE`` > 1) rank r fits files r, r + W, r + 2W, ... of the sorted list; the ranks' rows
 are gathered (gloo on CPU, NCCL on CUDA, where each rank takes device ``LOCAL_RANK``) and rank 0 writes the summary.

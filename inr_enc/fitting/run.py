@@ -42,8 +42,9 @@ def resolve_for(config: dict[str, Any], task: ImageTask | AudioTask, train_split
                 ) -> dict[str, Any]:
     """The whole run of ``config`` on ``task``'s signal (config/schema.py ``resolve_run``, ``options`` passed on);
     ValueError naming the first problem."""
-    # describe(): kind, path and the signal's facts; the file's size and hash: is it still the file a saved run fitted?
-    section = {"train_split": train_split, **task.describe(), **file_identity(task.describe()["path"])}
+    facts = task.describe()  # kind, path and the signal's facts
+    # the file's size and hash: is it still the file a saved run fitted?
+    section = {"train_split": train_split, **facts, **file_identity(facts["path"])}
     return resolve_run(config, section, task.n_input_dims, task.n_output_dims, task.coordinate_shape, **options)
 
 
