@@ -9,32 +9,31 @@ import torch
 from torch import nn
 
 from .config.memory import check_memory
-from .config.schema import resolve_field
-from .encoders import build_encoder
-from .encoders.registry import encoder_spec
-from .networks import build_network
-from .networks.registry import network_class
+from .config.schema import FieldSpec, field_spec
 
 
 class Field(nn.Module):
     """x: [..., n_input_dims] coordinates in [0, 1] -> [..., n_output_dims].
 
-    ``config["encoding"]`` defaults to Identity (no encoding), ``config["network"]`` to tcnn's MLP defaults; the
-    whole config is checked (config/schema.py), and its parameters against the memory limit, before anything is
-    built. ``field.config`` is the resolved config of
-    both parts. ``backend`` is the encoder's: "auto" runs it through tiny-cuda-nn on CUDA when tinycudann is
-    installed, inr_enc's own kernels where they run, torch otherwise, on the same parameters.
+    ``config``: ``{"encoding": ..., "network": ...}``; the encoding defaults to Identity (no encoding), the network
+    to tcnn's MLP defaults. The whole config is checked (config/schema.py ``field_spec``), and its parameters
+    against the memory limit, before anything is built; a ``FieldSpec`` (resolved already) is built as it is.
+    ``field.config`` is the resolved config of both parts. ``backend`` is the encoder's: "auto" runs it through
+    tiny-cuda-nn on CUDA when tinycudann is installed, inr_enc's own kernels where they run, torch otherwise, on the
+    same parameters.
     """
 
-    def __init__(self, n_input_dims: int, n_output_dims: int, config: dict[str, Any], backend: str = "auto") -> None:
+    def __init__(self, n_input_dims: int, n_output_dims: int, config: dict[str, Any] | FieldSpec,
+                 backend: str = "auto") -> None:
         super().__init__()
-        resolved = resolve_field(config, n_input_dims, n_output_dims)
-        spec = encoder_spec(resolved["encoding"], n_input_dims)  # each part checks its own; here both together
-        count = (spec.cls.parameter_count(n_input_dims, spec.config) + network_class(resolved["network"]).parameter_count(
-            spec.n_output_dims, n_output_dims, resolved["network"], spec))
-        check_memory("field: encoding and network parameters", 4 * count)
-        self.encoder = build_encoder(resolved["encoding"], n_input_dims, backend)
-        self.network = build_network(n_output_dims, resolved["network"], self.encoder)
+        spec = config if isinstance(config, FieldSpec) else field_spec(config, n_input_dims, n_output_dims)
+        if (spec.encoding.n_input_dims, spec.n_output_dims) != (n_input_dims, n_output_dims):
+            raise ValueError(f"field: a spec of {spec.encoding.n_input_dims} -> {spec.n_output_dims} dims built for "
+                             f"{n_input_dims} -> {n_output_dims}")
+        check_memory("field: encoding and network parameters", 4 * spec.parameter_count())
+        encoding = spec.encoding
+        self.encoder = encoding.cls(n_input_dims, encoding.config, backend, resolved=True)
+        self.network = spec.network_cls(encoding.n_output_dims, n_output_dims, spec.network, self.encoder, resolved=True)
         self.n_input_dims, self.n_output_dims = n_input_dims, n_output_dims
 
     @property

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from ..encoders.base import EncoderSpec
 from ..encoders.registry import encoder_class, encoder_spec
+from ..networks.base import Network
 from ..networks.registry import network_class, resolve_network
 from .checks import check_bool, check_choice, check_float, check_int, check_keys, check_mapping, check_seed, config_error
 from .memory import check_memory, format_bytes
@@ -106,14 +109,48 @@ def resolve_seed(value: Any) -> int:
     return check_seed("config", value)
 
 
-def resolve_field(config: Any, n_input_dims: int, n_output_dims: int) -> dict[str, dict[str, Any]]:
+@dataclass(frozen=True)
+class FieldSpec:
+    """A resolved field config: the encoding's spec and the network's class and canonical config (no tensors).
+    ``Field`` builds from it without checking anything again."""
+
+    encoding: EncoderSpec
+    network_cls: type[Network]
+    network: dict[str, Any]
+    n_output_dims: int
+
+    @classmethod
+    def of_resolved(cls, config: Mapping[str, Any], n_input_dims: int, n_output_dims: int) -> FieldSpec:
+        """The spec of ``config``'s ``encoding`` and ``network`` as :func:`resolve_field` or :func:`resolve_run`
+        returned them (canonical: nothing is checked again)."""
+        encoding = encoder_class(config["encoding"]["otype"]).spec_of(config["encoding"], n_input_dims)
+        return cls(encoding, network_class(config["network"]), config["network"], n_output_dims)
+
+    @property
+    def config(self) -> dict[str, dict[str, Any]]:
+        return {"encoding": self.encoding.config, "network": self.network}
+
+    def parameter_count(self) -> int:
+        """Elements of the encoder's and the network's parameters and buffers."""
+        spec = self.encoding
+        return (spec.cls.parameter_count(spec.n_input_dims, spec.config)
+                + self.network_cls.parameter_count(spec.n_output_dims, self.n_output_dims, self.network, spec))
+
+
+def field_spec(config: Any, n_input_dims: int, n_output_dims: int) -> FieldSpec:
     """A field config ``{"encoding": ..., "network": ...}`` resolved for ``n_input_dims`` -> ``n_output_dims``
-    (encoding default Identity, network default MLP), without building anything."""
+    (encoding default Identity, network default MLP), without building anything; ValueError naming the problem."""
     config = check_mapping("field", "field config", config, allow_none=False)
     check_keys("field", config, FIELD_KEYS)
     encoding = check_mapping("field", "encoding", config.get("encoding")) or default_encoding(config.get("network"))
     spec = encoder_spec(encoding, n_input_dims)
-    return {"encoding": spec.config, "network": resolve_network(config.get("network"), n_output_dims, spec)}
+    network = resolve_network(config.get("network"), n_output_dims, spec)
+    return FieldSpec(spec, network_class(network), network, n_output_dims)
+
+
+def resolve_field(config: Any, n_input_dims: int, n_output_dims: int) -> dict[str, dict[str, Any]]:
+    """:func:`field_spec`'s canonical config ``{"encoding": ..., "network": ...}``."""
+    return field_spec(config, n_input_dims, n_output_dims).config
 
 
 def default_encoding(network: Any) -> dict[str, Any]:
@@ -146,10 +183,8 @@ def estimate_run_memory(run: Mapping[str, Any], n_input_dims: int, n_output_dims
     - "signal": coordinates, values and a prediction per sample.
     An estimate to refuse what cannot fit, not a promise that the rest does: allocator overhead, a backend's
     workspace and per-encoder temporaries are not counted."""
-    spec = encoder_spec(run["encoding"], n_input_dims)
-    network, net_config, training = network_class(run["network"]), run["network"], run["training"]
-    n_params = (spec.cls.parameter_count(n_input_dims, spec.config)
-                + network.parameter_count(spec.n_output_dims, n_output_dims, net_config, spec))
+    field, training = FieldSpec.of_resolved(run, n_input_dims, n_output_dims), run["training"]
+    spec, network, net_config, n_params = field.encoding, field.network_cls, field.network, field.parameter_count()
     fixed = spec.cls.fixed_activation_count(n_input_dims, spec.config)
     width = n_input_dims + spec.n_output_dims + network.activation_width(spec.n_output_dims, n_output_dims, net_config, spec)
     batch = n_samples if training["batch_size"] is None else min(training["batch_size"], n_samples)
@@ -197,7 +232,7 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
         encoding[sized] = list(coordinate_shape)
     if "seed" in network_class(network).defaults:
         network.setdefault("seed", seed)
-    field = resolve_field({"encoding": encoding, "network": network}, n_input_dims, n_output_dims)
+    field = field_spec({"encoding": encoding, "network": network}, n_input_dims, n_output_dims)
     from_tcnn = training_from_tcnn(config.get("loss"), config.get("optimizer"))
     own = check_mapping("config", "training", config.get("training"))
     twice = sorted(set(from_tcnn) & set(own))
@@ -205,13 +240,13 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
         raise config_error("config", f"training key(s) {', '.join(twice)} given both in 'training' and by tcnn's "
                                      "'loss'/'optimizer' sections; give each once")
     training = resolve_training({**own, **from_tcnn, **(training or {})})
-    if training["solver"] == "closed-form" and not network_class(field["network"]).solves_closed_form:
+    if training["solver"] == "closed-form" and not field.network_cls.solves_closed_form:
         raise config_error("training", "solver 'closed-form' needs network otype Separable (a model linear in its weights)")
     if training["solver"] == "closed-form" and (training["l2_reg"] or training["ema_decay"] is not None):
         raise config_error("training", "solver 'closed-form' takes no steps: 'l2_reg' and 'ema_decay' do not apply (use 'ridge')")
-    parts = estimate_run_memory({**field, "training": training}, n_input_dims, n_output_dims, math.prod(coordinate_shape))
+    parts = estimate_run_memory({**field.config, "training": training}, n_input_dims, n_output_dims, math.prod(coordinate_shape))
     described = ", ".join(f"{part} {format_bytes(size)}" for part, size in parts.items())
     check_memory(f"run: parameters, a training step, evaluation and the signal ({described}) together", sum(parts.values()),
                  max_memory)
     return {"task": check_task(task), "config_name": config_name if config_name is not None else config.get("config_name"),
-            "seed": seed, **field, "training": training}
+            "seed": seed, **field.config, "training": training}

@@ -70,9 +70,12 @@ class Encoder(nn.Module):
     # has a bias), 0 in grids; inr_enc's own encodings pad with 1.
     tcnn_pad_value: ClassVar[float] = 1.0
 
-    def __init__(self, n_input_dims: int, config: dict | None = None, backend: str = "auto") -> None:
+    def __init__(self, n_input_dims: int, config: dict | None = None, backend: str = "auto", *,
+                 resolved: bool = False) -> None:
+        """``resolved``: ``config`` is canonical already (``resolve_config``'s, e.g. from an EncoderSpec): it is
+        not checked again."""
         super().__init__()
-        self._config = self.resolve_config(config or {}, n_input_dims)
+        self._config = dict(config) if resolved else self.resolve_config(config or {}, n_input_dims)
         self.n_input_dims = int(n_input_dims)
         self.n_output_dims: int = self.output_dims(self.n_input_dims, self._config)
         self.check_memory(self.n_input_dims, self._config)

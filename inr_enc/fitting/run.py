@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..config.schema import check_task, resolve_run
+from ..config.schema import FieldSpec, check_task, resolve_run
 from ..field import Field
 from ..ops.grid.cpu_kernel import cpu_extension
 from ..optim import grid_tables
@@ -57,7 +57,8 @@ def resolve_task_run(config: dict[str, Any], kind: str, path: str, train_split: 
 
 def field_of(run: dict[str, Any], task: ImageTask | AudioTask) -> Field:
     """A new model of the resolved ``run`` for ``task``'s signal (initialised from the run's seeds)."""
-    return Field(task.n_input_dims, task.n_output_dims, {"encoding": run["encoding"], "network": run["network"]})
+    spec = FieldSpec.of_resolved(run, task.n_input_dims, task.n_output_dims)  # resolve_run checked it
+    return Field(task.n_input_dims, task.n_output_dims, spec)
 
 
 def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:

@@ -45,13 +45,14 @@ class Network(nn.Module):
     default_encoding: ClassVar[dict[str, Any] | None] = None  # the encoding a field config without one gets
 
     def __init__(self, n_input_dims: int, n_output_dims: int, config: dict | None = None,
-                 encoder: Encoder | None = None) -> None:
+                 encoder: Encoder | None = None, *, resolved: bool = False) -> None:
         """``encoder``: the Encoder whose output this network reads, where the network depends on it (PINs'
-        bands, PatchMLP's coordinate dims, Separable's axes); None for a network used on its own."""
+        bands, PatchMLP's coordinate dims, Separable's axes); None for a network used on its own. ``resolved``:
+        ``config`` is canonical already (``resolve_config``'s): it is not checked again."""
         super().__init__()
-        self.config = self.resolve_config(config or {}, n_input_dims, n_output_dims, None if encoder is None else encoder.spec)
-        self.n_input_dims, self.n_output_dims = int(n_input_dims), int(n_output_dims)
         spec = None if encoder is None else encoder.spec
+        self.config = dict(config) if resolved else self.resolve_config(config or {}, n_input_dims, n_output_dims, spec)
+        self.n_input_dims, self.n_output_dims = int(n_input_dims), int(n_output_dims)
         count = self.parameter_count(self.n_input_dims, self.n_output_dims, self.config, spec)
         check_memory(f"{self.otype}: parameters", 4 * count)
         self._build(self.config, encoder)
