@@ -165,8 +165,8 @@ read coordinates in [0, 1]^d, tiny-cuda-nn's convention.
 Valid values are what the check helpers of `inr_enc/config/checks.py` held each key to while the component's
 defaults (and the variants named) were resolved. "not every value: see the class": a value inside that range was
 refused with the other keys at their defaults (a further condition: a power of two, a key that applies to one
-activation only, ...). "depends on ...": the bound moves with another key or with the input. "see the class": no
-helper checks the key; the class's docstring says what it takes.
+activation only, ...). A bound in backquotes is that key's value; "set by ...": the bound or choices move with
+another key or with the input. "see the class": no helper checks the key; the class's docstring says what it takes.
 """
 
 
