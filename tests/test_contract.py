@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from inr_enc import ENCODERS, build_encoder, load_config
+from inr_enc import ENCODERS, NETWORKS, build_encoder, load_config
 from inr_enc.config import available_configs
 from inr_enc.field import build_field
 from inr_enc.config.schema import resolve_training
@@ -38,6 +38,17 @@ SMALL = {
 
 def test_every_registered_otype_is_covered():
     assert set(SMALL) == set(ENCODERS)
+
+
+@pytest.mark.parametrize("registry", [ENCODERS, NETWORKS], ids=["encodings", "networks"])
+def test_every_registered_class_names_its_source(registry):
+    """Each class states its own one-line ``source`` (paper with year, or tcnn file), which docs/reference.md shows;
+    an inherited one does not count (a subclass such as HashGrid names its own)."""
+    def own_source(cls):
+        source = vars(cls).get("source")
+        return isinstance(source, str) and source.strip() and "\n" not in source
+
+    assert [otype for otype, cls in registry.items() if not own_source(cls)] == []
 
 
 def _randomised(encoder):

@@ -9,6 +9,9 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, TypeVar
 
 T = TypeVar("T")
@@ -24,6 +27,41 @@ MAX_NESTED = 4  # tcnn's "nested" sections inside one another: Composite, Progre
 
 def config_error(section: str, message: str) -> ValueError:
     return ValueError(f"{section}: {message}")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check a helper below made: the bounds (or choices) it held ``key`` of ``section`` to, whatever the
+    value. ``kind``: "int" | "float" | "choice" | "bool"; ``high`` None: no upper bound but int64's or float32's."""
+
+    section: str
+    key: str
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    low_inclusive: bool = True
+    choices: tuple[str, ...] = ()
+
+
+_RECORDER: ContextVar[list[Check] | None] = ContextVar("inr_enc_check_recorder", default=None)
+
+
+@contextmanager
+def recording_checks() -> Iterator[list[Check]]:
+    """``with recording_checks() as checks:`` collects every ``Check`` the helpers make inside the block, in order
+    (nested blocks collect their own): how scripts/reference.py reads each key's range from the code that checks it."""
+    checks: list[Check] = []
+    token = _RECORDER.set(checks)
+    try:
+        yield checks
+    finally:
+        _RECORDER.reset(token)
+
+
+def _record(check: Check) -> None:
+    checks = _RECORDER.get()
+    if checks is not None:
+        checks.append(check)
 
 
 INHERITED = "__inherited__"  # the keys merge_patch kept from a parent section of another otype (files.py)
@@ -84,6 +122,7 @@ def check_mapping(section: str, key: str, value: Any, allow_none: bool = True) -
 
 def check_int(section: str, key: str, value: Any, low: int, high: int | None = None) -> int:
     """An integer in [low, high]; with no ``high``, at most int64's maximum. A float that is a whole number counts."""
+    _record(Check(section, key, "int", low, high))
     if isinstance(value, bool) or not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
         raise config_error(section, f"'{key}' must be an integer, got {value!r}"[:300])
     given, value = value, int(value)
@@ -105,6 +144,7 @@ def check_float(section: str, key: str, value: Any, low: float | None = None, lo
                 high: float | None = None) -> float:
     """A finite number >= ``low`` (> where not ``low_inclusive``) and <= ``high``; with no ``high`` its magnitude
     is at most float32's maximum, so that it stays finite in a float32 tensor."""
+    _record(Check(section, key, "float", low, high, low_inclusive))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise config_error(section, f"'{key}' must be a finite number, got {value!r}"[:300])
     value = float(value)
@@ -121,6 +161,7 @@ def check_float(section: str, key: str, value: Any, low: float | None = None, lo
 def check_choice(section: str, key: str, value: Any, choices: Iterable[str]) -> str:
     """Case-insensitive choice (tcnn matches its enum strings case-insensitively); returns the canonical spelling."""
     choices = list(choices)
+    _record(Check(section, key, "choice", choices=tuple(choices)))
     for choice in choices:
         if isinstance(value, str) and value.lower() == choice.lower():
             return choice
@@ -128,6 +169,7 @@ def check_choice(section: str, key: str, value: Any, choices: Iterable[str]) -> 
 
 
 def check_bool(section: str, key: str, value: Any) -> bool:
+    _record(Check(section, key, "bool"))
     if not isinstance(value, bool):
         raise config_error(section, f"'{key}' must be true or false, got {value!r}")
     return value

@@ -53,6 +53,7 @@ class Encoder(nn.Module):
     """
 
     otype: ClassVar[str]
+    source: ClassVar[str]  # the paper (authors, year) or tiny-cuda-nn file it follows (docs/reference.md)
     defaults: ClassVar[dict[str, Any]] = {}
     min_input_dims: ClassVar[int] = 1
     max_input_dims: ClassVar[int | None] = None

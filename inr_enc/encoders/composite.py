@@ -46,6 +46,7 @@ class Composite(Encoder):
     """
 
     otype = "Composite"
+    source = "tiny-cuda-nn include/tiny-cuda-nn/encodings/composite.h"
     supported_backends = frozenset({"torch", "tcnn"})  # tcnn: the whole composition, where tcnn has every part
     passes_backend_to_nested = True
     defaults = {"nested": None, "reduction": "Concatenation"}

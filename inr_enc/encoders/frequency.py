@@ -33,6 +33,7 @@ class Frequency(Encoder):
     """
 
     otype = "Frequency"
+    source = "Mildenhall et al. 2020 (NeRF); tiny-cuda-nn include/tiny-cuda-nn/encodings/frequency.h"
     supported_backends = frozenset({"torch", "tcnn"})
     defaults = {"n_frequencies": 12}
 

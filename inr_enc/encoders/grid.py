@@ -118,6 +118,7 @@ class Grid(Multiresolution):
     """
 
     otype = "Grid"
+    source = "tiny-cuda-nn include/tiny-cuda-nn/encodings/grid.h"
     supported_backends = GRID_BACKENDS
     auto_backends = ("tcnn", "cpp", "triton", "torch")  # tcnn on CUDA: fast, with second derivatives for grids
     default_type = "Hash"
@@ -215,6 +216,7 @@ class HashGrid(Grid):
     """``{"otype": "HashGrid", ...}``: a Grid whose ``type`` defaults to "Hash" (Instant-NGP)."""
 
     otype = "HashGrid"
+    source = "Müller et al. 2022 (Instant-NGP); tiny-cuda-nn include/tiny-cuda-nn/encodings/grid.h"
 
 
 @register_encoder()
@@ -222,6 +224,7 @@ class DenseGrid(Grid):
     """``{"otype": "DenseGrid", ...}``: a Grid whose ``type`` defaults to "Dense"."""
 
     otype = "DenseGrid"
+    source = "tiny-cuda-nn include/tiny-cuda-nn/encodings/grid.h"
     default_type = "Dense"
 
 
@@ -230,4 +233,5 @@ class TiledGrid(Grid):
     """``{"otype": "TiledGrid", ...}``: a Grid whose ``type`` defaults to "Tiled" (levels capped at base_resolution^d)."""
 
     otype = "TiledGrid"
+    source = "tiny-cuda-nn include/tiny-cuda-nn/encodings/grid.h"
     default_type = "Tiled"

@@ -83,6 +83,7 @@ class Hybrid(Multiresolution):
     """
 
     otype = "Hybrid"
+    source = "Wang et al. 2024 (Hyb-NeRF); Barron et al. 2021 (mip-NeRF) for the cone-traced features"
     supported_backends = frozenset({"torch", "cpp", "triton"})
     auto_backends = ("cpp", "triton", "torch")
     uses_cov = True

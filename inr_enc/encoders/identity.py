@@ -24,6 +24,7 @@ class Identity(Encoder):
     """
 
     otype = "Identity"
+    source = "tiny-cuda-nn include/tiny-cuda-nn/encodings/identity.h"
     supported_backends = frozenset({"torch", "tcnn"})
     defaults = {"scale": 1.0, "offset": 0.0}
 

@@ -86,6 +86,7 @@ class LatentGrid(Encoder):
     """
 
     otype = "LatentGrid"
+    source = "He et al. 2024 (RECOMBINER)"
     sized_by_signal = "resolution"
     max_input_dims = 2
     defaults = {

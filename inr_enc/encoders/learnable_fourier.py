@@ -33,6 +33,7 @@ class LearnableFourier(Encoder):
     """
 
     otype = "LearnableFourier"
+    source = "Li et al. 2021 (Learnable Fourier Features for Multi-Dimensional Spatial Positional Encoding)"
     defaults = {"n_features": 128, "sigma": 10.0, "n_hidden": 32, "n_output": 64, "seed": 1337}
 
     @classmethod

@@ -43,6 +43,7 @@ class NeRF(Encoder):
     """
 
     otype = "NeRF"
+    source = "Mildenhall et al. 2020 (NeRF positional encoding)"
     defaults = {"n_frequencies": 10, "scale": "2pi", "include_input": True}
 
     @classmethod

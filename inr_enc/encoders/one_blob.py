@@ -40,6 +40,7 @@ class OneBlob(Encoder):
     """
 
     otype = "OneBlob"
+    source = "Müller et al. 2019 (Neural Importance Sampling); tiny-cuda-nn include/tiny-cuda-nn/encodings/oneblob.h"
     supported_backends = frozenset({"torch", "tcnn"})
     defaults = {"n_bins": 16}
 

@@ -31,6 +31,7 @@ class Progressive(Encoder):
     """
 
     otype = "Progressive"
+    source = "Landgraf et al. 2022 (PINs); Lin et al. 2021 (BARF) for the cosine window"
     passes_backend_to_nested = True  # the window is torch; the nested encoder runs the backend asked for
     defaults = {"nested": None, "window": "cosine", "start_step": 0, "end_step": 1000}
 

@@ -40,6 +40,7 @@ class RandomFourier(Encoder):
     """
 
     otype = "RandomFourier"
+    source = "Tancik et al. 2020 (Fourier Features Let Networks Learn High Frequency Functions)"
     defaults = {"n_features": 256, "sigma": 10.0, "seed": 1337}
     config_buffers = {"frequencies": ("n_features", "sigma", "seed")}
 

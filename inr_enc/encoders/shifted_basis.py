@@ -138,6 +138,7 @@ class ShiftedBasis(Encoder):
     """
 
     otype = "ShiftedBasis"
+    source = "Zheng et al. 2022 (Trading Positional Complexity vs. Deepness in Coordinate Networks)"
     defaults = {"n_bases": 128, "basis": "gaussian", "width": None, "axes": "separable"}
 
     @classmethod

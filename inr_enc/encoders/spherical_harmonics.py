@@ -77,6 +77,7 @@ class SphericalHarmonics(Encoder):
     """
 
     otype = "SphericalHarmonics"
+    source = "tiny-cuda-nn include/tiny-cuda-nn/encodings/spherical_harmonics.h (Sloan 2013)"
     supported_backends = frozenset({"torch", "tcnn"})
     defaults = {"degree": 4}
 

@@ -30,6 +30,7 @@ class TriangleWave(Encoder):
     """
 
     otype = "TriangleWave"
+    source = "Müller et al. 2021 (Neural Radiance Caching); tiny-cuda-nn include/tiny-cuda-nn/encodings/triangle_wave.h"
     supported_backends = frozenset({"torch", "tcnn"})
     defaults = {"n_frequencies": 12}
 

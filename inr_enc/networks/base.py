@@ -38,6 +38,7 @@ class Network(nn.Module):
     """
 
     otype: ClassVar[str]
+    source: ClassVar[str]  # the paper (authors, year) or tiny-cuda-nn file it follows (docs/reference.md)
     defaults: ClassVar[dict[str, Any]] = {}
     reads_coordinates: ClassVar[bool] = False
     has_levels: ClassVar[bool] = False

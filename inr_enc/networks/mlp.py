@@ -39,6 +39,7 @@ class MLP(Network):
     """
 
     otype = "MLP"
+    source = "tiny-cuda-nn DOCUMENTATION.md network keys; Sitzmann et al. 2020 (SIREN); Shah & Sitawarin 2024 (SPDER)"
     defaults = DEFAULTS
 
     @classmethod

@@ -40,6 +40,7 @@ class PatchMLP(Network):
     """
 
     otype = "PatchMLP"
+    source = "He et al. 2024 (RECOMBINER: one INR per patch)"
     defaults = DEFAULTS
     reads_coordinates = True  # Field passes the coordinates along with the features
 

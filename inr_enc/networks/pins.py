@@ -52,6 +52,7 @@ class PINs(Network):
     """
 
     otype = "PINs"
+    source = "Landgraf et al. 2022 (PINs: Progressive Implicit Networks)"
     defaults = PINS_DEFAULTS
     has_levels = True
 

@@ -47,6 +47,7 @@ class Separable(Network):
     """
 
     otype = NAME
+    source = "Zheng et al. 2022 (Trading Positional Complexity vs. Deepness in Coordinate Networks)"
     defaults = {"otype": NAME}
     default_encoding = {"otype": "ShiftedBasis"}
     solves_closed_form = True

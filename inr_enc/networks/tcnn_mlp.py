@@ -72,6 +72,7 @@ class TcnnMLP(Network):
     """
 
     otype = "FullyFusedMLP"
+    source = "tiny-cuda-nn src/fully_fused_mlp.cu, src/cutlass_mlp.cu"
     defaults: dict[str, Any] = {"otype": "FullyFusedMLP", "n_neurons": 128, "n_hidden_layers": 5,
                                 "activation": "ReLU", "output_activation": "None", "seed": 1337}
 
