@@ -209,7 +209,7 @@ def test_a_model_saved_while_evaluating_keeps_its_raw_weights(configs):
     ('{"encoding": {}, "network": {}, "dir_encoding": {}, "rgb_network": {"output_activation": "Sigmoid"}}',
      "instant_ngp_config: rgb_network: 'output_activation' 'Sigmoid': Instant-NGP's NeRF networks end in None"),
     ('{"optimizer": {"otype": "Ema", "decay": 1.0}, "encoding": {}, "network": {}, "dir_encoding": {},'
-     ' "rgb_network": {}}', "InrNerfModelConfig: need 0 < ema_decay < 1"),
+     ' "rgb_network": {}}', "InrNerfModelConfig: 'ema_decay' must be in (0, 1) (null: no moving average), got 1.0"),
 ])
 def test_bad_instant_ngp_configs_are_refused_in_one_line(text, message, capsys, monkeypatch):
     import tyro

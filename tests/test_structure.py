@@ -12,7 +12,7 @@ LAYERS = {
     "inr_enc.ops": 1,
     "inr_enc.encoders": 2, "inr_enc.optim": 2,
     "inr_enc.networks": 3,
-    "inr_enc.config.schema": 4,
+    "inr_enc.config.schema": 4, "inr_enc.config.tcnn_sections": 4,  # they read the registries (optim/losses.py)
     "inr_enc.field": 5, "inr_enc.field_batch": 5, "inr_enc.tcnn_layout": 5,
     "inr_enc.fitting": 6, "inr_enc.nerf": 6,
     "inr_enc.cli": 7, "inr_enc.nerfstudio": 7, "inr_enc": 7,

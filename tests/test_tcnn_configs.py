@@ -16,7 +16,9 @@ from inr_enc import Field, build_encoder
 from inr_enc.cli import main as inr_fit
 from inr_enc.config.schema import resolve_training
 from inr_enc.config.tcnn_sections import training_from_tcnn
-from inr_enc.fitting.training import elementwise_loss, lr_factor, make_optimizer
+from inr_enc.optim.losses import elementwise_loss
+from inr_enc.optim.schedule import lr_factor
+from inr_enc.optim.setup import make_optimizer
 from inr_enc.optim.ema import WeightEma
 
 # tiny-cuda-nn data/config_hash.json and data/config_oneblob.json, and Instant-NGP configs/nerf/base.json (its

@@ -15,14 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..encoders.base import EncoderSpec
+from ..encoders.backends import BACKENDS, check_backend
 from ..encoders.registry import encoder_class, encoder_spec
 from ..networks.base import Network
 from ..networks.registry import network_class, resolve_network
+from ..optim.ema import check_ema_decay
+from ..optim.losses import check_loss
 from .checks import check_bool, check_choice, check_float, check_int, check_keys, check_mapping, check_seed, config_error
 from .memory import check_memory, format_bytes
 from .tcnn_sections import EXPONENTIAL_DECAY, LION, training_from_tcnn
 
-RUN_KEYS = ("encoding", "network", "training", "seed", "loss", "optimizer")  # loss, optimizer: tcnn's sections
+RUN_KEYS = ("encoding", "network", "training", "seed", "backend", "loss", "optimizer")  # loss, optimizer: tcnn's sections
 SAVED_RUN_KEYS = ("task", "config_name", *RUN_KEYS, "provenance")  # provenance: written with the run, not read
 FIELD_KEYS = ("encoding", "network")
 DEFAULT_ENCODING = {"otype": "Identity"}
@@ -37,7 +40,6 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "weight_decay": 0.0,  # Lion's decoupled weight decay (solver lion)
 }
 LION_DEFAULTS = {"lr": LION["learning_rate"], "betas": [LION["beta1"], LION["beta2"]]}  # solver lion: the paper's
-LOSSES = ("MSE", "L1", "RelativeL1", "RelativeL2", "MAPE", "SMAPE", "Huber")  # "L2" is read as "MSE"
 SCHEDULES = ("constant", "cosine", "exponential")
 SOLVERS = ("adam", "lion", "closed-form")  # closed-form: a linear model's least-squares solve instead of steps
 MAX_LR, MAX_EPS, MAX_RIDGE = 10.0, 1.0, 1e6  # Adam's lr and eps, the closed-form solve's ridge
@@ -64,7 +66,7 @@ def resolve_training(config: Any) -> dict[str, Any]:
         "lr": check_float("training", "lr", config["lr"], 0.0, low_inclusive=False, high=MAX_LR),
         "betas": betas,
         "eps": check_float("training", "eps", config["eps"], 0.0, high=MAX_EPS),
-        "loss": check_choice("training", "loss", "MSE" if config["loss"] == "L2" else config["loss"], LOSSES),
+        "loss": check_loss("training", "loss", config["loss"]),
         "schedule": check_choice("training", "schedule", config["schedule"], SCHEDULES),
         "eval_every": check_int("training", "eval_every", config["eval_every"], 1),
         "checkpoint_every": check_int("training", "checkpoint_every", config["checkpoint_every"], 1),
@@ -73,7 +75,7 @@ def resolve_training(config: Any) -> dict[str, Any]:
         "ridge": check_float("training", "ridge", config["ridge"], 0.0, high=MAX_RIDGE),
         "lazy_tables": check_bool("training", "lazy_tables", config["lazy_tables"]),
         "l2_reg": check_float("training", "l2_reg", config["l2_reg"], 0.0, high=MAX_LR),
-        "ema_decay": _ema_decay(config["ema_decay"]),
+        "ema_decay": check_ema_decay("training", config["ema_decay"]),
         "decay_base": check_float("training", "decay_base", config["decay_base"], 0.0, high=1.0),
         "decay_start": check_int("training", "decay_start", config["decay_start"], 0),
         "decay_interval": check_int("training", "decay_interval", config["decay_interval"], 1),
@@ -95,18 +97,25 @@ def _lion_only(config: dict[str, Any]) -> float:
     return weight_decay
 
 
-def _ema_decay(value: Any) -> float | None:
-    """None (no moving average) or a decay in [0, 1)."""
-    if value is None:
-        return None
-    decay = check_float("training", "ema_decay", value, 0.0, high=1.0)
-    if decay == 1.0:
-        raise config_error("training", "'ema_decay' must be below 1 (1 would keep the first weights forever)")
-    return decay
-
-
 def resolve_seed(value: Any) -> int:
     return check_seed("config", value)
+
+
+def resolve_backend(value: Any, encoding: Mapping[str, Any]) -> str:
+    """The run's ``backend`` (encoders/backends.py BACKENDS; None: "auto") for every encoder of the resolved
+    ``encoding``, nested ones included; ValueError naming an encoder that has no implementation of it and those it
+    has. As building passes it on: an encoder that runs tcnn itself runs its nested ones inside tcnn."""
+    backend = check_choice("config", "backend", "auto" if value is None else value, BACKENDS)
+    pending = [(dict(encoding), backend)]
+    while pending:
+        config, asked = pending.pop()
+        cls = encoder_class(config.get("otype"))
+        check_backend(cls, asked)
+        if cls.passes_backend_to_nested:
+            inner = "auto" if asked == "tcnn" and "tcnn" in cls.supported_backends else asked
+            nested = config.get("nested")
+            pending += [(n, inner) for n in (nested if isinstance(nested, list) else [nested]) if isinstance(n, Mapping)]
+    return backend
 
 
 @dataclass(frozen=True)
@@ -209,15 +218,15 @@ def check_task(task: Any) -> dict[str, Any]:
 
 
 def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_output_dims: int,
-                coordinate_shape: list[int], *, seed: Any = None, training: Mapping[str, Any] | None = None,
+                coordinate_shape: list[int], *, seed: Any = None, backend: str | None = None, training: Mapping[str, Any] | None = None,
                 config_name: str | None = None, saved: bool = False, max_memory: int | None = None) -> dict[str, Any]:
-    """The whole run, resolved: ``{"task", "config_name", "seed", "encoding", "network", "training"}``.
+    """The whole run, resolved: ``{"task", "config_name", "seed", "backend", "encoding", "network", "training"}``.
 
     ``config``: a run config (sections RUN_KEYS), or with ``saved`` a saved run (SAVED_RUN_KEYS, its own task and
     config_name). ``task``: the task section (kind, path, train_split and what the task reports of its signal);
     ``n_input_dims``/``n_output_dims``: the signal's coordinate and value dims; ``coordinate_shape``: its samples
     per coordinate dim (sets an encoding's signal-sized key left null, e.g. LatentGrid's resolution).
-    ``seed`` and ``training`` override the config's. Raises ValueError naming the first problem, and when the
+    ``seed``, ``backend`` and ``training`` override the config's. Raises ValueError naming the first problem, and when the
     run's approximate memory (``estimate_run_memory``) passes ``max_memory`` bytes (default
     config.memory.memory_limit(): INR_ENC_MAX_MEMORY, else this machine's physical memory).
     """
@@ -233,6 +242,7 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
     if "seed" in network_class(network).defaults:
         network.setdefault("seed", seed)
     field = field_spec({"encoding": encoding, "network": network}, n_input_dims, n_output_dims)
+    backend = resolve_backend(backend if backend is not None else config.get("backend"), field.encoding.config)
     from_tcnn = training_from_tcnn(config.get("loss"), config.get("optimizer"))
     own = check_mapping("config", "training", config.get("training"))
     twice = sorted(set(from_tcnn) & set(own))
@@ -249,4 +259,4 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
     check_memory(f"run: parameters, a training step, evaluation and the signal ({described}) together", sum(parts.values()),
                  max_memory)
     return {"task": check_task(task), "config_name": config_name if config_name is not None else config.get("config_name"),
-            "seed": seed, **field.config, "training": training}
+            "seed": seed, "backend": backend, **field.config, "training": training}

@@ -1,5 +1,6 @@
 """tiny-cuda-nn's ``loss`` and ``optimizer`` config sections (as Instant-NGP's configs use them too), read as the
-``training`` keys they mean.
+``training`` keys they mean. The loss otypes are optim/losses.py's (``TCNN_LOSSES``); this module imports optim/,
+so it sits at the schema's layer (tests/test_structure.py).
 
 Defaults and meanings from tcnn (DOCUMENTATION.md; include/tiny-cuda-nn/losses/*.h, optimizers/adam.h,
 exponential_decay.h, ema.h) and Instant-NGP (include/neural-graphics-primitives/nerf_device.cuh: Huber, also
@@ -11,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..optim.losses import TCNN_LOSSES
 from .checks import check_keys, check_mapping, config_error, without_unread_inherited
 
-LOSSES = {"L1": "L1", "L2": "MSE", "RelativeL1": "RelativeL1", "RelativeL2": "RelativeL2", "MAPE": "MAPE",
-          "SMAPE": "SMAPE", "Huber": "Huber", "SmoothL1": "Huber"}  # tcnn/Instant-NGP name -> training.loss
 ADAM = {"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "l2_reg": 1e-8}
 # Adam keys tcnn reads whose other values inr_enc does not compute: accepted at tcnn's default only (adam.h members)
 ADAM_AT_DEFAULT = {"relative_decay": 0.0, "absolute_decay": 0.0, "adabound": False, "clipping_magnitude": 0.0,
@@ -48,7 +48,7 @@ def training_from_tcnn(loss: Any, optimizer: Any) -> dict[str, Any]:
     if loss is not None:
         loss = without_unread_inherited(check_mapping("loss", "loss", loss, allow_none=False), {"otype"})
         check_keys("loss", loss, {"otype": None})
-        training["loss"] = LOSSES[_otype("loss", loss, {name.casefold(): name for name in LOSSES}, "RelativeL2")]
+        training["loss"] = TCNN_LOSSES[_otype("loss", loss, {name.casefold(): name for name in TCNN_LOSSES}, "RelativeL2")]
     seen: list[str] = []
     while optimizer is not None:
         optimizer = check_mapping("optimizer", "optimizer", optimizer, allow_none=False)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..config.backends import BACKENDS
 from ..config.checks import check_choice
 from ..ops.grid import kernel_unavailable_reason
 from .tcnn import tcnn_unavailable_reason
@@ -24,15 +25,13 @@ from .tcnn import tcnn_unavailable_reason
 if TYPE_CHECKING:
     from torch import nn
 
-BACKENDS = ("auto", "torch", "cpp", "triton", "tcnn")  # cpp, triton: inr_enc's grid kernels (ops/grid)
-
 
 @dataclass(slots=True)
 class Choice:
     """What computed an encoder's last forward, and why: ``reason`` says how it was chosen, naming each backend
     "auto" tried first and why it could not run."""
 
-    backend: str  # "torch" | "cpp" | "triton" | "tcnn"
+    backend: str  # one of config/backends.py IMPLEMENTATIONS
     asked: str
     skipped: tuple[str, ...] = ()  # "not <backend>: <why>", in the order tried
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import torch
 
+from ..config.backends import IMPLEMENTATIONS
 from ..config.checks import check_bool, check_choice, check_float, check_int, check_seed, config_error
 from ..ops.grid import (GRID_TYPES, HASH_PRIMES, INTERPOLATIONS, UINT32_MASK, GridLevel, GridLevels,
                         default_per_level_scale, grid_encoding, grid_levels, sparse_accumulator)
 from .base import Encoder, seeded_generator
 from .registry import register_encoder
 
-GRID_BACKENDS = frozenset({"torch", "cpp", "triton", "tcnn"})
 # tcnn's grid math is uint32 (resolution (uint32)ceilf(scale) + 1, cells from x * scale): the finest level's scale
 # base_resolution * per_level_scale^(n_levels - 1) stays at most 2^31, with room for float32 rounding.
 MAX_LOG2_SCALE = 31
@@ -119,7 +119,7 @@ class Grid(Multiresolution):
 
     otype = "Grid"
     source = "tiny-cuda-nn include/tiny-cuda-nn/encodings/grid.h"
-    supported_backends = GRID_BACKENDS
+    supported_backends = frozenset(IMPLEMENTATIONS)
     auto_backends = ("tcnn", "cpp", "triton", "torch")  # tcnn on CUDA: fast, with second derivatives for grids
     default_type = "Hash"
     max_input_dims = 7

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..config.backends import KERNELS
 from ..config.checks import check_choice, check_float, check_int, check_seed
 from ..ops.grid import HASH_PRIMES, INTERPOLATIONS, GridLevel, GridLevels, grid_encoding, sparse_accumulator
 from ..ops.phase import max_row_l1, saturate
@@ -84,7 +85,7 @@ class Hybrid(Multiresolution):
 
     otype = "Hybrid"
     source = "Wang et al. 2024 (Hyb-NeRF); Barron et al. 2021 (mip-NeRF) for the cone-traced features"
-    supported_backends = frozenset({"torch", "cpp", "triton"})
+    supported_backends = frozenset(KERNELS)
     auto_backends = ("cpp", "triton", "torch")
     uses_cov = True
     max_input_dims = 7

@@ -36,7 +36,8 @@ from .loop import FitState, Fitter, Problem, deferred_interrupts
 from .outputs import OUTPUT_FILES
 from .run import field_of, finish
 from .run_folder import RunFolder
-from .training import batch_index, elementwise_loss, make_optimizer
+from ..optim.losses import elementwise_loss
+from ..optim.setup import batch_index, make_optimizer
 from .stops import Diverged, Interrupted
 
 

@@ -34,11 +34,11 @@ from .outputs import METRICS_FILE
 from .batched import GROUP_CHECKPOINTS, chunks, fit_group, group_key, group_unavailable_reason, saved_group_files
 from .inputs import check_unchanged, run_names, same_input_and_facts
 from .run import field_of, fit_run, read_task, resolve_for, resolve_task_run
-from .run_folder import CHECKPOINT, CONFIG, read_config
+from .run_folder import holds_run, read_config
 from .stops import Diverged
+from .tasks import task_info
 from .summary import check_replaceable, finite_numbers, summary_row, write_summary
 
-UNITS = {"image": "pixel", "audio": "sample"}
 NO_MEMORY_LIMIT = 1 << 62  # bytes
 GATHER_TIMEOUT = datetime.timedelta(days=7)  # ranks wait this long for the slowest one's share
 
@@ -75,8 +75,7 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
     train_split, vis, pictures and resolve ("resolve_run"'s keywords). A folder holding another run is refused (ValueError) unless
     ``overwrite``."""
     run, task = resolve_task_run(config, kind, os.path.abspath(path), options["train_split"], **options["resolve"])
-    has_run = (folder / CONFIG).is_file() and (folder / CHECKPOINT).is_file()
-    if has_run and not overwrite:
+    if holds_run(folder) and not overwrite:
         raw = read_config(folder)
         try:  # the saved run resolved as today (keys added since it was written take their defaults)
             saved = resolve_for(raw, task, options["train_split"], saved=True, max_memory=NO_MEMORY_LIMIT)
@@ -163,7 +162,7 @@ def _jobs(kind: str, options: dict[str, Any], files: list[Path], folders: list[P
     to ``together`` of one signal shape; the rest one by one (skipped, resumed, refused or failing as
     :func:`fit_file` finds them). A saved group that cannot continue (a file gone, or fitted since) is removed by
     the rank of its first file; one whose files this run does not all select is kept for a run that does."""
-    has_run = [not overwrite and (f / CONFIG).is_file() and (f / CHECKPOINT).is_file() for f in folders]
+    has_run = [not overwrite and holds_run(f) for f in folders]
     index = {os.path.abspath(file): i for i, file in enumerate(files)}
     jobs: list[tuple[list[int], Path | None]] = []
     for path in sorted(out.glob(GROUP_CHECKPOINTS)):
@@ -244,9 +243,9 @@ def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: di
             if isinstance(result, BaseException):
                 reason = str(result) if isinstance(result, (ValueError, OSError, Diverged)) else \
                     f"{type(result).__name__}: {str(result).strip().splitlines()[0] if str(result).strip() else ''}"
-                rows.append((i, summary_row(files[i], names[i], UNITS[kind], "failed", {}, reason)))
+                rows.append((i, summary_row(files[i], names[i], task_info(kind).unit, "failed", {}, reason)))
             else:
-                rows.append((i, summary_row(files[i], names[i], UNITS[kind], *result)))
+                rows.append((i, summary_row(files[i], names[i], task_info(kind).unit, *result)))
                 psnrs += finite_numbers([result[1].get("psnr")])
         bar.update(len(job))
         if psnrs:

@@ -19,9 +19,8 @@ from typing import Any
 
 from .run_folder import read_config, visible_entries
 from .summary import COMPARISON_PLOT, SUMMARY_CSV, SUMMARY_MD
+from .tasks import task_info
 
-SUFFIXES = {"image": (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif"),
-            "audio": (".wav", ".flac", ".ogg")}
 RESERVED = {name.lower() for name in (SUMMARY_CSV, SUMMARY_MD, COMPARISON_PLOT)}
 WINDOWS_RESERVED = {"CON", "PRN", "AUX", "NUL", *(f"{port}{k}" for port in ("COM", "LPT") for k in range(1, 10))}
 MAX_NAME_BYTES = 240  # under NAME_MAX (255) with room for "-N"
@@ -29,16 +28,17 @@ IDENTITY_KEYS = ("file_size", "sha256")  # what file_identity adds to a run's ta
 
 
 def list_signals(kind: str, where: str, out: Path | None = None) -> list[Path]:
-    """The files to fit, sorted: a folder's files with a ``kind`` suffix (SUFFIXES), or every file a glob pattern
+    """The files to fit, sorted: a folder's files with a ``kind`` suffix (its task's, tasks.py), or every file a glob pattern
     matches, leaving out anything under ``out`` (a run's own outputs) and second paths to one file (links).
     ValueError when there are none.
 
     Patterns are expanded by pathlib, whose ``**`` does not descend into linked folders: a link loop (``D/self ->
     .``) cannot list a file many times, nor take exponential time as ``glob.glob`` does with two such links."""
     if Path(where).is_dir():
-        files = [p for p in Path(where).iterdir() if p.is_file() and p.suffix.lower() in SUFFIXES[kind]]
+        suffixes = task_info(kind).suffixes
+        files = [p for p in Path(where).iterdir() if p.is_file() and p.suffix.lower() in suffixes]
         if not files:
-            raise ValueError(f"{where}: no {kind} files in the folder ({' '.join(SUFFIXES[kind])})")
+            raise ValueError(f"{where}: no {kind} files in the folder ({' '.join(suffixes)})")
     elif glob.has_magic(where):
         parts = Path(where).parts
         first = next(i for i, part in enumerate(parts) if glob.has_magic(part))
@@ -77,6 +77,13 @@ def default_name(where: str) -> str:
     parts = Path(where).parts
     plain = parts[:next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))]
     return Path(*plain).resolve().name if plain else Path.cwd().name
+
+
+def default_out(where: str, configs: list[str], folder: bool) -> Path:
+    """The default --out: out/<signal>-<configs>, the signal named by its file's stem, or for a folder run
+    (``folder``) by ``default_name``; the configs by their names' stems, joined by "+"."""
+    name = default_name(where) if folder else Path(where).stem
+    return Path("out") / f"{name}-{'+'.join(Path(config).stem for config in configs)}"
 
 
 def safe_name(stem: str) -> str:

@@ -23,7 +23,8 @@ from ..metrics import psnr
 from ..ops.schedules import set_training_step
 from .run_folder import CHECKPOINT, RunFolder, write_config
 from .stops import Diverged, Interrupted, signals_handled_by
-from .training import batch_index, elementwise_loss, make_average, make_optimizer
+from ..optim.losses import elementwise_loss
+from ..optim.setup import batch_index, make_average, make_optimizer
 
 # state-dict keys renamed since a checkpoint was written: the separable model kept W at the top level before it
 # became the Separable network (commit 0e5031c)

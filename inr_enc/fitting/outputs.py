@@ -1,7 +1,9 @@
 """What every fit writes next to its reconstruction: metrics.json, curve.png and model.safetensors (the float16
 weights whose size is the reported rate), atomically (config.yaml and the checkpoint: run_folder.py and loop.py).
 
-``OUTPUT_FILES`` names (as glob patterns) everything a run writes, so --overwrite knows what to replace."""
+One name for each file a run writes (``CURVE_FILE``, ``COMPARISON_FILE`` by the task, ...); ``OUTPUT_FILES`` names
+(as glob patterns) everything a run writes, the tasks' reconstructions included, so --overwrite knows what to
+replace."""
 
 from __future__ import annotations
 
@@ -15,10 +17,13 @@ from safetensors.torch import load_file, save_file
 
 from ..io import atomic_path, write_text_atomically
 from .run_folder import CHECKPOINT, CONFIG
+from .tasks import tasks
+from .tensorboard import FOLDER as TENSORBOARD
 
 MODEL_FILE, METRICS_FILE = "model.safetensors", "metrics.json"
-OUTPUT_FILES = (CONFIG, CHECKPOINT, METRICS_FILE, "curve.png", "comparison.png", MODEL_FILE, "tensorboard",
-                *(f"reconstruction{level}.{suffix}" for level in ("", "_level*") for suffix in ("png", "wav", "flac", "ogg")))
+CURVE_FILE, COMPARISON_FILE = "curve.png", "comparison.png"  # fitting/pictures.py draws them
+OUTPUT_FILES = (CONFIG, CHECKPOINT, METRICS_FILE, CURVE_FILE, COMPARISON_FILE, MODEL_FILE, TENSORBOARD,
+                *(pattern for task in tasks().values() for pattern in task.outputs))
 
 
 def rebuilt_buffers(model: torch.nn.Module) -> set[str]:

@@ -23,19 +23,18 @@ from .audio import AudioTask
 from .image import ImageTask
 from .inputs import file_identity
 from .loop import FitState, Fitter, provenance
-from .outputs import MODEL_FILE, OUTPUT_FILES, read_model_file, size_metrics, write_metrics, write_model_file
+from .outputs import CURVE_FILE, MODEL_FILE, OUTPUT_FILES, read_model_file, size_metrics, write_metrics, write_model_file
 from .pictures import write_curve
 from .tensorboard import TensorBoardLog
 from .run_folder import RunFolder
 from .stops import Interrupted, raise_if_interrupted
-
-TASKS = {"image": ImageTask, "audio": AudioTask}
+from .tasks import task_info
 
 
 def read_task(kind: str, path: str, train_split: bool) -> ImageTask | AudioTask:
     """The task on the signal at ``path`` (read, input only); ValueError for a bad signal."""
     check_task({"kind": kind, "path": path, "train_split": train_split})
-    return TASKS[kind](path, train_split)
+    return task_info(kind).cls(path, train_split)
 
 
 def resolve_for(config: dict[str, Any], task: ImageTask | AudioTask, train_split: bool, **options: Any
@@ -56,9 +55,10 @@ def resolve_task_run(config: dict[str, Any], kind: str, path: str, train_split: 
 
 
 def field_of(run: dict[str, Any], task: ImageTask | AudioTask) -> Field:
-    """A new model of the resolved ``run`` for ``task``'s signal (initialised from the run's seeds)."""
+    """A new model of the resolved ``run`` for ``task``'s signal (initialised from the run's seeds; every encoder on
+    the run's backend)."""
     spec = FieldSpec.of_resolved(run, task.n_input_dims, task.n_output_dims)  # resolve_run checked it
-    return Field(task.n_input_dims, task.n_output_dims, spec)
+    return Field(task.n_input_dims, task.n_output_dims, spec, backend=run["backend"])
 
 
 def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:
@@ -133,7 +133,7 @@ def finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state
                     "provenance": provenance(model, device), **(extra or {})})
     write_metrics(out, metrics)
     if pictures:
-        write_curve(out / "curve.png", state.losses, state.history, f"{run['config_name']} on {Path(run['task']['path']).name}")
+        write_curve(out / CURVE_FILE, state.losses, state.history, f"{run['config_name']} on {Path(run['task']['path']).name}")
     return metrics
 
 

@@ -42,6 +42,11 @@ def check_target(out: Path, overwrite: bool) -> None:
         raise ValueError(f"{out} exists and is not a folder")
 
 
+def holds_run(folder: Path) -> bool:
+    """Whether ``folder`` holds a run: its config.yaml and checkpoint.pt (a finished run also has metrics.json)."""
+    return (folder / CONFIG).is_file() and (folder / CHECKPOINT).is_file()
+
+
 def visible_entries(folder: Path) -> list[Path]:
     """What ``folder`` holds besides the leftovers of killed runs (LEFTOVER_PATTERNS)."""
     return [p for p in folder.iterdir() if not any(p.match(pattern) for pattern in LEFTOVER_PATTERNS)]
@@ -179,8 +184,7 @@ class RunFolder:
     def _release(self, failed: bool) -> None:
         """Unlock; after a failure drop the staging folder, and the output folder if this run created it and it
         is still empty."""
-        staged_run = all((self.path / name).exists() for name in (CHECKPOINT, CONFIG))
-        if failed and self.path != self.out and (self._staged is not None or staged_run):  # stopped while committing: finish
+        if failed and self.path != self.out and (self._staged is not None or holds_run(self.path)):  # stopped while committing: finish
             self.checkpoint_saved()
         if failed and self.path != self.out:
             shutil.rmtree(self.path, ignore_errors=True)

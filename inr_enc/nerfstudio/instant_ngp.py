@@ -27,7 +27,6 @@ FIELD_SECTIONS = ("encoding", "network", "dir_encoding", "rgb_network")
 UNUSED_SECTIONS = ("distortion_map", "envmap")
 FINEST_RESOLUTION = 2048  # testbed.cu: the finest grid level's cells across the unit cube, NeRF mode
 DENSITY_OUTPUTS = 16  # nerf_network.h: n_output_dims of the density network when the config names none
-RGB_LOSSES = ("MSE", "L1", "RelativeL1", "RelativeL2", "MAPE", "SMAPE", "Huber")  # fitting/training.py's names
 # nerf_device.cuh: NeRF's MAPE divides by |prediction| + 0.01, not differentiated (tcnn's by |target|): RelativeL1
 NERF_LOSSES = {"MAPE": "RelativeL1"}
 

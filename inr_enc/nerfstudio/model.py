@@ -31,12 +31,13 @@ from torch import nn
 from torch.profiler import record_function
 from tyro.conf import Suppress
 
-from ..fitting.training import elementwise_loss
+from ..config.backends import BACKENDS
 from ..nerf.space import frame_world_box
 from ..nerf.volume_rendering import accumulate, distortion, render_weights
 from ..ops.ranks import mean_over_ranks
 from ..ops.schedules import set_training_step
 from ..optim import grid_tables
+from ..optim.losses import elementwise_loss
 from ..version import __version__
 from .evaluation import image_metrics_and_images, lpips_if_weights_on_disk
 from .field import EncodedRadianceField
@@ -76,7 +77,7 @@ class InrNerfModelConfig(ModelConfig):
     """"instant-ngp": the colour network reads every density-network output (the raw density too), then the
     direction encoding of [direction, appearance code], as Instant-NGP's NerfNetwork (field.py)."""
     rgb_loss: str = "MSE"
-    """Loss of each ray's colour (fitting/training.py): MSE, L1, RelativeL1, RelativeL2, MAPE, SMAPE or Huber
+    """Loss of each ray's colour (optim/losses.py LOSSES): MSE, L1, RelativeL1, RelativeL2, MAPE, SMAPE or Huber
     (Instant-NGP's: delta 0.1, / 5)."""
     ema_decay: Optional[float] = None
     """tcnn's Ema: evaluation and rendering use this moving average of the field's weights (Instant-NGP: 0.95)."""
@@ -90,7 +91,7 @@ class InrNerfModelConfig(ModelConfig):
     """Colour network: direction features + geometry features -> RGB (sigmoid)."""
     geo_feat_dim: int = 15
     """Geometry features passed from the density network to the colour network."""
-    backend: Literal["auto", "torch", "cpp", "triton", "tcnn"] = "auto"
+    backend: Literal[BACKENDS] = "auto"  # type: ignore[valid-type]  # the tuple's names (config/backends.py)
     """Encoder backend: "auto" is tcnn on CUDA when installed, else inr_enc's own kernels (networks run in torch)."""
     grid_resolution: int = 128
     """Occupancy grid cells per axis over the scene box (Instant-NGP: 128)."""

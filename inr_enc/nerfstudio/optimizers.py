@@ -16,7 +16,7 @@ from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.engine.schedulers import Scheduler, SchedulerConfig
 from torch.optim import lr_scheduler
 
-from ..fitting.training import lr_factor
+from ..optim.schedule import lr_factor
 from ..optim import GridAdam
 
 
@@ -65,7 +65,7 @@ class LogLinearDecayScheduler(Scheduler):
 @dataclass
 class ExponentialDecaySchedulerConfig(SchedulerConfig):
     """tcnn's ExponentialDecay: the rate is multiplied by ``decay_base`` at ``decay_start`` and every
-    ``decay_interval`` steps after, up to ``decay_end`` (fitting/training.py ``lr_factor``)."""
+    ``decay_interval`` steps after, up to ``decay_end`` (optim/schedule.py ``lr_factor``)."""
 
     _target: Type = field(default_factory=lambda: ExponentialDecayScheduler)
     decay_start: int = 10000

@@ -28,7 +28,9 @@ from ..config.schema import FIELD_KEYS, RUN_KEYS, resolve_field
 from ..encoders import encoder_spec
 from ..networks import MLP, TcnnMLP
 from ..networks.registry import network_class, resolve_network
-from .instant_ngp import RGB_LOSSES, color_input_encoding, read_instant_ngp_config
+from ..optim.ema import check_ema_decay
+from ..optim.losses import check_loss
+from .instant_ngp import color_input_encoding, read_instant_ngp_config
 
 
 @contextmanager
@@ -147,6 +149,8 @@ def check_model_settings(config: Any) -> None:
         for key, value in settings.items():
             setattr(config, key, value)
         config.instant_ngp_config = None
+    config.rgb_loss = check_loss("InrNerfModelConfig", "rgb_loss", config.rgb_loss)  # inr-fit's rules, as it says them
+    config.ema_decay = check_ema_decay("InrNerfModelConfig", config.ema_decay)
     checks = {"grid_resolution >= 1": config.grid_resolution >= 1, "grid_update_every >= 1": config.grid_update_every >= 1,
               "grid_warmup_steps >= 0": config.grid_warmup_steps >= 0, "geo_feat_dim >= 0": config.geo_feat_dim >= 0,
               "occupancy_threshold >= 0": config.occupancy_threshold >= 0,
@@ -157,8 +161,6 @@ def check_model_settings(config: Any) -> None:
               or 0 <= config.train_alpha_threshold < 1,
               "appearance_embedding_dim >= 0": config.appearance_embedding_dim >= 0,
               "distortion_loss_mult >= 0": config.distortion_loss_mult >= 0,
-              "0 < ema_decay < 1": config.ema_decay is None or 0 < config.ema_decay < 1,
-              f"rgb_loss in ({', '.join(RGB_LOSSES)})": config.rgb_loss in RGB_LOSSES,
               **camera_optimizer_rules(config.camera_optimizer)}
     failed = [rule for rule, ok in checks.items() if not ok]
     if failed:

@@ -11,8 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
+
+from ..config.checks import config_error
+
+
+def check_ema_decay(section: str, value: Any) -> float | None:
+    """``ema_decay``, one rule for inr-fit's training section and ns-train's model settings: None (no moving
+    average) or a decay in (0, 1). 0 is refused: tcnn's Ema with decay 0 averages nothing (the average is the last
+    weights), which is what None says; 1 would keep the first weights forever."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise config_error(section, f"'ema_decay' must be in (0, 1) (null: no moving average), got {value!r}")
+    return float(value)
 
 
 class WeightEma:

@@ -15,11 +15,11 @@ from typing import Callable, Iterable
 
 import torch
 
+from ...config.backends import KERNELS
 from ..ranks import several_ranks
 from .layout import GRID_TYPES, HASH_PRIMES, INTERPOLATIONS, UINT32_MASK, GridLevel, default_per_level_scale, grid_levels
 from .reference import GridLevels, torch_grid_encoding
 
-KERNELS = ("torch", "cpp", "triton")
 
 
 def kernel_unavailable_reason(kernel: str, x: torch.Tensor, tables: Iterable[torch.Tensor] = ()) -> str | None:
