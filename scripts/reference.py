@@ -23,6 +23,7 @@ from inr_enc.config.schema import TRAINING_DEFAULTS, resolve_training
 from inr_enc.encoders import ENCODERS, encoder_spec
 from inr_enc.io import write_text_atomically
 from inr_enc.networks import NETWORKS
+from inr_enc.optim.losses import LOSSES
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
 # Configs that reach checks the defaults alone do not (or, for Composite and Progressive, that resolve at all)
@@ -79,21 +80,16 @@ def training_component() -> Component:
 
 
 def losses() -> list[tuple[str, list[str], list[str], str]]:
-    """(loss, names the training section's ``loss`` reads as it, names tcnn's ``loss`` section reads as it, source)
-    for every loss, from what the code accepts. The one place to point at a loss registry when there is one."""
-    sources = {"MSE": "tiny-cuda-nn include/tiny-cuda-nn/losses/l2.h", "L1": "tiny-cuda-nn losses/l1.h",
-               "RelativeL1": "tiny-cuda-nn losses/relative_l1.h",
-               "RelativeL2": "Lehtinen et al. 2018 (Noise2Noise); tiny-cuda-nn losses/relative_l2.h",
-               "MAPE": "tiny-cuda-nn losses/mape.h", "SMAPE": "tiny-cuda-nn losses/smape.h",
-               "Huber": "Instant-NGP include/neural-graphics-primitives/nerf_device.cuh (delta 0.1, x2)"}
-    choices = training_choices("loss")
-    names = {*choices, *tcnn_sections.LOSSES}
+    """(loss, names the training section's ``loss`` reads as it, names tcnn's ``loss`` section reads as it, formula
+    and source) for every loss of optim/losses.py's registry, the names found by what the code accepts."""
+    names = {*LOSSES, *(otype for loss in LOSSES.values() for otype in loss.tcnn)}
     rows = []
-    for loss in choices:
-        own = [n for n in sorted(names) if (_accepted(resolve_training, {"loss": n}) or {}).get("loss") == loss]
+    for loss in LOSSES.values():
+        own = [n for n in sorted(names) if (_accepted(resolve_training, {"loss": n}) or {}).get("loss") == loss.name]
         tcnn = [n for n in sorted(names)
-                if (_accepted(tcnn_sections.training_from_tcnn, {"otype": n}, None) or {}).get("loss") == loss]
-        rows.append((loss, own, tcnn, sources.get(loss, SEE_CLASS)))
+                if (_accepted(tcnn_sections.training_from_tcnn, {"otype": n}, None) or {}).get("loss") == loss.name]
+        doc = " ".join((loss.function.__doc__ or SEE_CLASS).split()).replace("|", "\\|")  # a table cell
+        rows.append((loss.name, own, tcnn, doc))
     return rows
 
 

@@ -97,6 +97,6 @@ def test_what_the_reference_says_of_a_key(text, component, key, expected):
 
 def test_losses_and_tcnn_optimizer_keys(text):
     assert "| MSE | L2, MSE | L2 |" in text  # the schema reads "L2" as MSE; tcnn's loss section names it L2
-    assert "| Huber | Huber | Huber, SmoothL1 |" in text  # Instant-NGP's SmoothL1 (tcnn_sections.LOSSES)
+    assert "| Huber | Huber, SmoothL1 | Huber, SmoothL1 |" in text  # Instant-NGP's SmoothL1 (optim/losses.py)
     assert "| `learning_rate` | `0.001` | `lr` | number in (0, 10] |" in text
     assert "| `adabound` | `false` |  | tcnn's default only (false) |" in text

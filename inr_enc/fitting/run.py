@@ -79,8 +79,10 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
     ValueError (folder in use, damaged checkpoint), Interrupted or Diverged."""
     training = run["training"]
     model = field_of(run, task)
-    if device.type == "cpu" and grid_tables(model):  # first builds here, not inside the first (timed) step
-        cpu_extension()
+    # first builds here, not inside the first (timed) step; tcnn runs on CUDA only: refused at the first forward
+    if device.type == "cpu" and grid_tables(model) and run["backend"] != "tcnn":
+        if run["backend"] in ("auto", "cpp"):
+            cpu_extension()
         if training["lazy_tables"]:
             lazy_adam_extension()
     raise_if_interrupted()  # a signal a library swallowed while loading: nothing written yet

@@ -9,13 +9,14 @@ first weights instead of debiasing, which weights w_1 differently, hence this cl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import torch
 
-from ..config.checks import config_error
+from ..config.checks import check_float, config_error
 
 
 def check_ema_decay(section: str, value: Any) -> float | None:
@@ -24,9 +25,13 @@ def check_ema_decay(section: str, value: Any) -> float | None:
     weights), which is what None says; 1 would keep the first weights forever."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+    try:  # recorded as (0, 1] (docs/reference.md); 1 is refused below
+        decay = check_float(section, "ema_decay", value, 0.0, low_inclusive=False, high=1.0)
+    except ValueError:
+        decay = math.nan
+    if not 0 < decay < 1:
         raise config_error(section, f"'ema_decay' must be in (0, 1) (null: no moving average), got {value!r}")
-    return float(value)
+    return decay
 
 
 class WeightEma:

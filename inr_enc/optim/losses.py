@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..config.checks import config_error
+from ..config.checks import check_choice
 
 Elementwise = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (prediction, target) [...] -> loss [...]
 
@@ -92,11 +92,8 @@ TCNN_LOSSES = {otype: loss.name for loss in LOSSES.values() for otype in loss.tc
 def check_loss(section: str, key: str, value: Any) -> str:
     """A loss name (case-insensitive), or a tcnn otype read as one ("L2" is MSE), -> the loss's name; ValueError
     naming ``section``, ``key`` and the losses."""
-    names = {name.casefold(): TCNN_LOSSES.get(name, name) for name in (*LOSSES, *TCNN_LOSSES)}
-    if not isinstance(value, str) or value.casefold() not in names:
-        raise config_error(section, f"'{key}' must be one of {', '.join(LOSSES)} (or tcnn's "
-                                    f"{', '.join(sorted(set(TCNN_LOSSES) - set(LOSSES)))}); got {value!r}")
-    return names[value.casefold()]
+    name = check_choice(section, key, value, [*LOSSES, *sorted(set(TCNN_LOSSES) - set(LOSSES))])
+    return TCNN_LOSSES.get(name, name)
 
 
 def elementwise_loss(name: str, prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
