@@ -180,8 +180,8 @@ def test_an_interrupted_group_continues_under_another_together_value(tmp_path, m
     assert inr_fit([*args, "--together", "2"]) == 0
     assert len(calls) == 12
     assert [r["status"] for r in rows(out)] == ["resumed"] * 3
-    assert [json.loads((out / f"rgb{k}" / "metrics.json").read_text())["fitted_together"] for k in range(3)] == [2, 2, 1]
-    assert all(json.loads((out / f"rgb{k}" / "metrics.json").read_text())["steps"] == 12 for k in range(3))
+    metrics = [json.loads((out / f"rgb{k}" / "metrics.json").read_text()) for k in range(3)]
+    assert [m.get("fitted_together") for m in metrics] == [2, 2, None] and {m["steps"] for m in metrics} == {12}
 
 
 NAME_PARTS = ["", ".", "..", "...", "a", "A", "summary.csv", "summary.md", "rate_distortion", "con", "NUL", "lpt9", "\\",
