@@ -10,6 +10,7 @@ follows the run it would have alone.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -101,6 +102,38 @@ class FieldBatch(nn.Module):
         widest = max([p.shape[-2] for p in self.network_params.values() if p.dim() > 2] + [1])
         return max(1, min(self.n_models, CHUNK_FLOATS // max(rows * widest, 1)))
 
+    def backward_losses(self, coords: torch.Tensor, values: torch.Tensor,
+                        loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], active: list[bool]) -> torch.Tensor:
+        """Each model's mean ``loss`` (prediction, target -> per element) on coords [n, d] (shared) against values
+        [M, n, C] -> [M]; the gradients of the sum over the ``active`` models whose loss is finite are accumulated
+        into the parameters (each model's gradient is its own loss's). The networks run :meth:`models_per_chunk`
+        models at a time (forward and backward: their activations stay in cache), the encoder once for all."""
+        n_models = self.n_models
+        features = self.encode(coords.expand(n_models, *coords.shape))
+        stacked = self.network_parameters()
+        grads = {name: torch.zeros_like(p) for name, p in stacked.items()}
+        feature_grad = torch.zeros_like(features) if features.requires_grad else None
+        losses = []
+        chunk = self.models_per_chunk(coords.shape[0])
+        for a in range(0, n_models, chunk):
+            models = slice(a, a + chunk)
+            params = {name: p.detach()[models].requires_grad_() for name, p in stacked.items()}
+            part = features.detach()[models].requires_grad_(feature_grad is not None)
+            chunk_loss = loss(self.networks(part, params, models).float(), values[models]).mean(dim=(1, 2))
+            kept = torch.tensor(active[models], device=chunk_loss.device) & torch.isfinite(chunk_loss)
+            torch.where(kept, chunk_loss, 0.0).sum().backward()
+            for name, param in params.items():
+                if param.grad is not None:
+                    grads[name][models] = param.grad
+            if feature_grad is not None:
+                feature_grad[models] = part.grad
+            losses.append(chunk_loss.detach())
+        for name, param in stacked.items():
+            param.grad = grads[name]
+        if feature_grad is not None:  # the encoder's parameters (grid tables): one backward for every model
+            features.backward(feature_grad)
+        return torch.cat(losses)
+
     def _one_network(self, params: dict, buffers: dict, features: torch.Tensor) -> torch.Tensor:
         return torch.func.functional_call(self._network, (params, buffers), (features,))
 
@@ -129,6 +162,15 @@ class FieldBatch(nn.Module):
         if chosen is not None:  # what computed the encoder (provenance)
             single.encoder.__dict__["last_backend"] = chosen
         return single
+
+    @torch.no_grad()
+    def set_field(self, m: int, field: Field) -> None:
+        """Model ``m``'s weights from ``field`` (of this batch's config): the inverse of :meth:`field`."""
+        for name, param in field.named_parameters():
+            stacked = self.stacked(name)
+            stacked.view(self.n_models, -1)[m].copy_(param.reshape(-1))
+        for name, buffer in field.network.named_buffers():
+            getattr(self, f"network_{_key(name)}")[m].copy_(buffer)
 
 
 def _key(name: str) -> str:

@@ -1,8 +1,10 @@
-"""inr-fit images --together N (fitting/batched.py): same-sized files fitted as one computation, each model the run
-it would be alone; groups resume; a model that diverges is reported while the others finish."""
+"""inr-fit images --together N (fitting/batched.py, loop.py): same-sized files fitted as one computation, each model
+the run it would be alone; groups checkpoint into their runs' folders and resume, alone or together; a model that
+diverges is reported while the others finish."""
 
 import csv
 import json
+import signal
 
 import imageio.v3 as iio
 import numpy as np
@@ -14,7 +16,8 @@ from runs import write_tiny_config
 from inr_enc import field_batch
 from inr_enc.cli import main as inr_fit
 from inr_enc.fitting import batched
-from inr_enc.fitting.batched import chunks
+from inr_enc.fitting.batched import plan_groups
+from inr_enc.fitting.loop import Fitter
 
 
 @pytest.fixture
@@ -78,31 +81,55 @@ def test_a_batched_run_resumes_with_more_steps_like_a_run_alone(tmp_path, crops,
     assert resumed["steps"] == 20 and resumed["psnr"] == pytest.approx(straight["psnr"], abs=1e-3)
 
 
+def interrupted_at_call(monkeypatch, n):
+    """Fitter._step raising SIGINT in its n-th call (deferred by the loop: the step ends, checkpoints are saved)."""
+    step, calls = Fitter._step, []
+
+    def counted(self):
+        calls.append(1)
+        if len(calls) == n:
+            signal.raise_signal(signal.SIGINT)
+        return step(self)
+
+    monkeypatch.setattr(Fitter, "_step", counted)
+
+
 def test_an_interrupted_group_continues_and_finished_files_are_skipped(tmp_path, crops, monkeypatch):
     config = write_tiny_config(tmp_path, steps=12, eval_every=4, checkpoint_every=4)
     out = tmp_path / "out"
     args = ["images", str(crops / "rgb*.png"), "--config", str(config), "--quiet", "--out", str(out), "--together", "5"]
-    step = batched.GroupFitter._step
-    calls = []
-
-    def interrupted_at_step_6(self):
-        calls.append(1)
-        if len(calls) == 6:
-            import signal
-            signal.raise_signal(signal.SIGINT)
-        return step(self)
-
-    monkeypatch.setattr(batched.GroupFitter, "_step", interrupted_at_step_6)
+    interrupted_at_call(monkeypatch, 6)
     assert inr_fit(args) == 130
-    saved = list(out.glob(".group-*.pt"))
-    assert len(saved) == 1 and torch.load(saved[0], weights_only=True)["states"][0]["step"] == 6
-    calls.clear()
-    monkeypatch.setattr(batched.GroupFitter, "_step", step)
+    assert not list(out.glob(".group-*"))  # each model's checkpoint in its own folder, as its run alone
+    assert [torch.load(out / f"rgb{k}" / "checkpoint.pt", weights_only=True)["step"] for k in range(5)] == [6] * 5
+    monkeypatch.undo()
     assert inr_fit(args) == 0
-    assert not list(out.glob(".group-*.pt"))  # removed once every model is written
-    assert all(json.loads((out / f"rgb{k}" / "metrics.json").read_text())["steps"] == 12 for k in range(5))
+    assert {r["status"] for r in rows(out).values()} == {"resumed"}
+    for k in range(5):
+        metrics = json.loads((out / f"rgb{k}" / "metrics.json").read_text())
+        assert metrics["steps"] == 12 and metrics["fitted_together"] == 5
     assert inr_fit(args) == 0
     assert {r["status"] for r in rows(out).values()} == {"skipped"}
+
+
+def test_interrupted_single_runs_continue_as_a_group_like_runs_alone(tmp_path, crops, monkeypatch):
+    """Two ``inr-fit image`` runs stopped at step 6, continued by one --together run: each ends as its run alone."""
+    config = write_tiny_config(tmp_path, steps=12, eval_every=4, checkpoint_every=4, batch_size=20)
+    out, alone = tmp_path / "out", tmp_path / "alone"
+    for k in range(2):
+        interrupted_at_call(monkeypatch, 6)
+        single = ["image", str(crops / f"rgb{k}.png"), "--config", str(config), "--quiet", "--out"]
+        assert inr_fit(single + [str(out / f"rgb{k}")]) == 130
+        monkeypatch.undo()
+        assert inr_fit(single + [str(alone / f"rgb{k}")]) == 0
+    assert inr_fit(["images", str(crops / "rgb[01].png"), "--config", str(config), "--quiet", "--out", str(out),
+                    "--together", "2"]) == 0
+    assert [r["status"] for r in rows(out).values()] == ["resumed", "resumed"]
+    for k in range(2):
+        grouped = json.loads((out / f"rgb{k}" / "metrics.json").read_text())
+        straight = json.loads((alone / f"rgb{k}" / "metrics.json").read_text())
+        assert grouped["fitted_together"] == 2 and grouped["steps"] == 12
+        assert grouped["psnr"] == pytest.approx(straight["psnr"], abs=1e-4)
 
 
 def test_ctrl_c_while_outputs_are_written_leaves_each_file_to_resume(tmp_path, crops, monkeypatch):
@@ -131,13 +158,13 @@ def test_ctrl_c_while_outputs_are_written_leaves_each_file_to_resume(tmp_path, c
 def test_a_diverging_model_is_reported_and_the_others_finish(tmp_path, crops, monkeypatch):
     config = write_tiny_config(tmp_path, steps=8, eval_every=4, checkpoint_every=4)
     out = tmp_path / "out"
-    values = batched.GroupFitter.__init__
+    values = Fitter.__init__
 
     def poisoned_second_image(self, *args):
         values(self, *args)
-        self.values[1, 0, 0] = float("nan")
+        self.train_values[1, 0, 0] = float("nan")
 
-    monkeypatch.setattr(batched.GroupFitter, "__init__", poisoned_second_image)
+    monkeypatch.setattr(Fitter, "__init__", poisoned_second_image)
     assert inr_fit(["images", str(crops / "rgb*.png"), "--config", str(config), "--quiet", "--out", str(out),
                     "--together", "5"]) == 2
     table = rows(out)
@@ -155,8 +182,9 @@ def test_configs_that_cannot_be_batched_fail_before_fitting(tmp_path, crops, cap
     assert inr_fit(["images", str(crops), "--together", "0"]) == 2
 
 
-def test_groups_are_cut_by_shape_and_size():
-    assert chunks([0, 1, 2, 3, 4, 5], ["a", "b", "a", "a", "b", "a"], 3) == [[0, 2, 3], [5], [1, 4]]
+def test_groups_are_cut_by_what_can_go_together_and_size():
+    keys = ["a", "b", "a", "a", "b", "a"]
+    assert plan_groups([0, 1, 2, 3, 4, 5], lambda i, j: keys[i] == keys[j], 3) == [[0, 2, 3], [1, 4], [5]]
 
 
 def test_tensorboard_logs_runs_one_at_a_time(tmp_path, crops, capsys):

@@ -187,7 +187,7 @@ def test_an_interrupted_folder_run_resumes_its_file_mid_way(tmp_path, photos, ti
     step = Fitter._step
 
     def interrupted_in_b(self):  # Ctrl-C while file b trains its 6th step
-        if self.folder.out.name == "b" and self.state.step == 5:
+        if self.folders[0].out.name == "b" and self.states[0].step == 5:
             os.kill(os.getpid(), signal.SIGINT)
         return step(self)
 

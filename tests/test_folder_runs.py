@@ -17,7 +17,8 @@ from fuzz import FIRST_SEED
 from runs import write_tiny_config
 
 from inr_enc.cli import main as inr_fit
-from inr_enc.fitting import batched, dataset
+from inr_enc.fitting import dataset
+from inr_enc.fitting.loop import Fitter
 from inr_enc.fitting.inputs import list_signals, run_names, safe_name
 
 
@@ -154,12 +155,14 @@ def test_a_file_gone_before_its_group_is_fitted_fails_alone(tmp_path, tiny, monk
     assert json.loads((out / "rgb0" / "metrics.json").read_text())["fitted_together"] == 2
 
 
-def test_a_saved_group_continues_under_another_together_value(tmp_path, monkeypatch):
+def test_an_interrupted_group_continues_under_another_together_value(tmp_path, monkeypatch):
+    """Stopped at step 6 with --together 3, continued with --together 2: every file resumes from its step 6 (a pair
+    and one alone: 6 steps each), none starts again."""
     config = write_tiny_config(tmp_path, steps=12, eval_every=4, checkpoint_every=4)
     folder, out = tmp_path / "in", tmp_path / "out"
     write_images(folder, [f"rgb{k}.png" for k in range(3)])
     args = ["images", str(folder), "--config", str(config), "--quiet", "--out", str(out)]
-    step = batched.GroupFitter._step
+    step = Fitter._step
     calls = []
 
     def counted(self):
@@ -169,16 +172,16 @@ def test_a_saved_group_continues_under_another_together_value(tmp_path, monkeypa
         return step(self)
 
     interrupt = True
-    monkeypatch.setattr(batched.GroupFitter, "_step", counted)
+    monkeypatch.setattr(Fitter, "_step", counted)
     assert inr_fit([*args, "--together", "3"]) == 130
-    assert len(list(out.glob(".group-*.pt"))) == 1
+    assert [torch.load(out / f"rgb{k}" / "checkpoint.pt", weights_only=True)["step"] for k in range(3)] == [6] * 3
     calls.clear()
     interrupt = False
     assert inr_fit([*args, "--together", "2"]) == 0
-    assert len(calls) == 6  # the saved group's last 6 steps, not a new start
-    assert not list(out.glob(".group-*.pt"))
-    assert [r["status"] for r in rows(out)] == ["fitted"] * 3
-    assert all(json.loads((out / f"rgb{k}" / "metrics.json").read_text())["steps"] == 12 for k in range(3))
+    assert len(calls) == 12
+    assert [r["status"] for r in rows(out)] == ["resumed"] * 3
+    metrics = [json.loads((out / f"rgb{k}" / "metrics.json").read_text()) for k in range(3)]
+    assert [m.get("fitted_together") for m in metrics] == [2, 2, None] and {m["steps"] for m in metrics} == {12}
 
 
 NAME_PARTS = ["", ".", "..", "...", "a", "A", "summary.csv", "summary.md", "rate_distortion", "con", "NUL", "lpt9", "\\",
@@ -215,7 +218,7 @@ def test_a_ctrl_c_during_a_groups_evaluation_stops_it_and_the_group_evaluates_th
     folder, out = tmp_path / "in", tmp_path / "out"
     write_images(folder, [f"rgb{k}.png" for k in range(2)])
     args = ["images", str(folder), "--out", str(out), "--config", str(tiny), "--quiet", "--together", "2"]
-    evaluate, asked = batched.GroupFitter.evaluate, []
+    evaluate, asked = Fitter.evaluate, []
 
     def signalled_in_the_first(self, stop=None):
         asked.append(self.states[0].step)
@@ -223,7 +226,7 @@ def test_a_ctrl_c_during_a_groups_evaluation_stops_it_and_the_group_evaluates_th
             signal.raise_signal(signal.SIGINT)  # deferred by the loop: evaluate's stop() now says True
         return evaluate(self, stop)
 
-    monkeypatch.setattr(batched.GroupFitter, "evaluate", signalled_in_the_first)
+    monkeypatch.setattr(Fitter, "evaluate", signalled_in_the_first)
     assert inr_fit(args) == 130
     assert asked == [4]
     assert inr_fit(args) == 0

@@ -88,7 +88,7 @@ def test_a_run_resumed_after_a_crash_logs_each_step_once(tmp_path, image_run, mo
     step = Fitter._step
 
     def crash_at_step_7(self):  # after the step-4 checkpoint and six logged steps
-        if self.state.step == 6:
+        if self.states[0].step == 6:
             raise RuntimeError("the machine went away")
         return step(self)
 

@@ -31,10 +31,11 @@ import yaml
 from tqdm import tqdm
 
 from .outputs import METRICS_FILE
-from .batched import GROUP_CHECKPOINTS, chunks, fit_group, group_key, group_unavailable_reason, saved_group_files
+from .batched import fit_group, group_unavailable_reason, plan_groups
+from .checkpoints import GROUP_CHECKPOINTS, saved_group_files, saved_step
 from .inputs import check_unchanged, run_names, same_input_and_facts
-from .run import field_of, fit_run, read_task, resolve_for, resolve_task_run
-from .run_folder import holds_run, read_config
+from .run import fit_run, read_task, resolve_for, resolve_task_run
+from .run_folder import CHECKPOINT, holds_run, read_config
 from .stops import Diverged
 from .tasks import task_info
 from .summary import check_replaceable, finite_numbers, summary_row, write_summary
@@ -69,11 +70,11 @@ def _as_saved(run: dict[str, Any]) -> Any:
     return yaml.safe_load(yaml.safe_dump(run, sort_keys=False))
 
 
-def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: Path, folder: Path,
-             device: torch.device, overwrite: bool) -> tuple[str, dict[str, Any]]:
-    """Fit one file into ``folder`` -> (status "fitted" | "resumed" | "skipped", its metrics). ``options``:
-    train_split, vis, pictures and resolve ("resolve_run"'s keywords). A folder holding another run is refused (ValueError) unless
-    ``overwrite``."""
+def plan_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: Path, folder: Path, overwrite: bool
+              ) -> tuple[str, dict[str, Any], Any, dict[str, Any] | None]:
+    """What fitting one file into ``folder`` means -> (status "fitted" | "resumed" | "skipped", its run, its task,
+    the metrics of a skipped one). ``options``: train_split and resolve ("resolve_run"'s keywords). A folder
+    holding another run is refused (ValueError) unless ``overwrite``."""
     run, task = resolve_task_run(config, kind, os.path.abspath(path), options["train_split"], **options["resolve"])
     if holds_run(folder) and not overwrite:
         raw = read_config(folder)
@@ -87,11 +88,19 @@ def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: P
             raise ValueError(f"{folder} holds a run of another config or signal; pass --overwrite to replace it")
         check_unchanged(saved_task, run["task"], folder)
         if (folder / METRICS_FILE).is_file():
-            return "skipped", json.loads((folder / METRICS_FILE).read_text())
-        return "resumed", fit_run(saved, task, folder, device, resume=True, quiet=True, vis=options["vis"],
-                                  pictures=options.get("pictures", True))
-    return "fitted", fit_run(run, task, folder, device, resume=False, quiet=True, overwrite=overwrite,
-                             vis=options["vis"], pictures=options.get("pictures", True))
+            return "skipped", saved, task, json.loads((folder / METRICS_FILE).read_text())
+        return "resumed", saved, task, None
+    return "fitted", run, task, None
+
+
+def fit_file(kind: str, config: dict[str, Any], options: dict[str, Any], path: Path, folder: Path,
+             device: torch.device, overwrite: bool) -> tuple[str, dict[str, Any]]:
+    """Fit one file into ``folder`` (:func:`plan_file`; ``options`` also: vis, pictures) -> (status, its metrics)."""
+    status, run, task, metrics = plan_file(kind, config, options, path, folder, overwrite)
+    if metrics is not None:
+        return status, metrics
+    return status, fit_run(run, task, folder, device, resume=status == "resumed", quiet=True, overwrite=overwrite,
+                           vis=options["vis"], pictures=options.get("pictures", True))
 
 
 def check_config(kind: str, config: dict[str, Any], options: dict[str, Any], files: list[Path]) -> None:
@@ -103,7 +112,7 @@ def check_config(kind: str, config: dict[str, Any], options: dict[str, Any], fil
         except ValueError:  # a file that cannot be fitted is recorded when its turn comes
             continue
         run = resolve_for(config, task, options["train_split"], **options["resolve"], max_memory=NO_MEMORY_LIMIT)
-        reason = group_unavailable_reason(run, field_of(run, task)) if options.get("together", 1) > 1 else None
+        reason = group_unavailable_reason([task], [run]) if options.get("together", 1) > 1 else None
         if reason is not None:
             raise ValueError(f"--together: config {run['config_name']!r} cannot be fitted in batches: {reason}")
         return
@@ -157,11 +166,13 @@ def from_rank_0(ranks: Ranks, compute: Callable[[], Any]) -> Any:
 
 def _jobs(kind: str, options: dict[str, Any], files: list[Path], folders: list[Path], out: Path, mine: list[int],
           overwrite: bool, together: int) -> list[tuple[list[int], Path | None]]:
-    """``mine`` as jobs (file indices, the group's checkpoint): first the groups an interrupted run saved in ``out``
-    whatever ``together`` is now, then files with no run in their folder (or all, with ``overwrite``) in groups of up
-    to ``together`` of one signal shape; the rest one by one (skipped, resumed, refused or failing as
-    :func:`fit_file` finds them). A saved group that cannot continue (a file gone, or fitted since) is removed by
-    the rank of its first file; one whose files this run does not all select is kept for a run that does."""
+    """``mine`` as jobs (file indices, a legacy group file): first the groups an interrupted run of inr_enc up to
+    0.4.0 saved in ``out`` (checkpoints.py) whatever ``together`` is now, then the files with no run in their folder
+    (or all, with ``overwrite``) and the interrupted ones, in groups of up to ``together`` that
+    :func:`group_unavailable_reason` allows, of one checkpoint step; the rest one by one (skipped, resumed, refused
+    or failing as :func:`fit_file` finds them). A saved group that cannot continue (a file gone, or fitted since)
+    is removed by the rank of its first file; one whose files this run does not all select is kept for a run that
+    does."""
     has_run = [not overwrite and holds_run(f) for f in folders]
     index = {os.path.abspath(file): i for i, file in enumerate(files)}
     jobs: list[tuple[list[int], Path | None]] = []
@@ -174,48 +185,55 @@ def _jobs(kind: str, options: dict[str, Any], files: list[Path], folders: list[P
                 and (members[0] in mine or members[0] is None and 0 in mine):
             path.unlink(missing_ok=True)  # a file gone or fitted since: the group cannot continue
     saved = {i for group, _ in jobs for i in group}
-    fresh, keys = [], []
+    tasks, steps = {}, {}
     for i in mine:
-        if together == 1 or i in saved or has_run[i]:
+        if together == 1 or i in saved or has_run[i] and (folders[i] / METRICS_FILE).is_file():
             continue
+        steps[i] = saved_step(folders[i] / CHECKPOINT) if has_run[i] else 0
         try:
-            task = read_task(kind, str(files[i]), options["train_split"])
+            tasks[i] = read_task(kind, str(files[i]), options["train_split"])
         except ValueError:  # fit_file records why
             continue
-        fresh.append(i)
-        keys.append(group_key(task))
-    jobs += [(group, out / GROUP_CHECKPOINTS.replace("*", f"{folders[group[0]].name}-{len(group)}"))
-             for group in chunks(fresh, keys, together) if len(group) > 1]
+    candidates = [i for i in tasks if steps[i] is not None]
+    jobs += [(group, None) for group in plan_groups(candidates, lambda i, j: steps[i] == steps[j] and
+                                                    group_unavailable_reason([tasks[i], tasks[j]]) is None, together)
+             if len(group) > 1]
     grouped = {i for group, _ in jobs for i in group}
     return jobs + [([i], None) for i in mine if i not in grouped]
 
 
 def _fit_job(kind: str, config: dict[str, Any], options: dict[str, Any], files: list[Path], folders: list[Path],
-             job: list[int], checkpoint: Path | None, device: torch.device, overwrite: bool) -> list[Any]:
+             job: list[int], legacy: Path | None, device: torch.device, overwrite: bool) -> list[Any]:
     """Per file of ``job``: (status, metrics) or the exception its fit ended with. A group's files are read
     here (one group's signals are held at a time), each on its own: one that fails is that file's error."""
-    if checkpoint is None:
+    if len(job) == 1:
         try:
             return [fit_file(kind, config, options, files[job[0]], folders[job[0]], device, overwrite)]
         except Exception as error:  # recorded, whatever it is (Ctrl-C is not an Exception); the others go on
             return [error]
     results: list[Any] = [None] * len(job)
-    pairs, members = [], []
+    plans, members = [], []
     for k, i in enumerate(job):
         try:
-            pairs.append(resolve_task_run(config, kind, os.path.abspath(files[i]), options["train_split"],
-                                          **options["resolve"]))
-            members.append(k)
+            plan = plan_file(kind, config, options, files[i], folders[i], overwrite)
         except Exception as error:
             results[k] = error
-    if pairs:
+            continue
+        if plan[3] is not None:
+            results[k] = plan[0], plan[3]
+        else:
+            plans.append(plan)
+            members.append(k)
+    if plans:
+        statuses, runs, tasks, _ = zip(*plans)
         try:
-            fitted = fit_group(*zip(*pairs), [folders[job[k]] for k in members], checkpoint, device, overwrite,
-                               options.get("pictures", True))
+            fitted = fit_group(list(runs), list(tasks), [folders[job[k]] for k in members],
+                               [status == "resumed" for status in statuses], device, overwrite,
+                               options.get("pictures", True), legacy)
         except Exception as error:
             fitted = [error] * len(members)
-        for k, result in zip(members, fitted):
-            results[k] = ("fitted", result) if isinstance(result, dict) else result
+        for k, status, result in zip(members, statuses, fitted):
+            results[k] = (status, result) if isinstance(result, dict) else result
     return results
 
 
@@ -237,8 +255,8 @@ def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: di
     rows: list[tuple[int, dict]] = []
     psnrs: list[float] = []
     bar = tqdm(total=len(mine), disable=quiet or ranks.rank != 0, unit="file", dynamic_ncols=True)
-    for job, checkpoint in jobs:
-        results = _fit_job(kind, config, options, files, folders, job, checkpoint, device, overwrite)
+    for job, legacy in jobs:
+        results = _fit_job(kind, config, options, files, folders, job, legacy, device, overwrite)
         for i, result in zip(job, results):
             if isinstance(result, BaseException):
                 reason = str(result) if isinstance(result, (ValueError, OSError, Diverged)) else \

@@ -22,7 +22,8 @@ from ..optim.lazy_adam import lazy_adam_extension
 from .audio import AudioTask
 from .image import ImageTask
 from .inputs import file_identity
-from .loop import FitState, Fitter, provenance
+from .checkpoints import provenance
+from .loop import FitState, Fitter
 from .outputs import CURVE_FILE, MODEL_FILE, OUTPUT_FILES, read_model_file, size_metrics, write_metrics, write_model_file
 from .pictures import write_curve
 from .tensorboard import TensorBoardLog
@@ -87,17 +88,18 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
             lazy_adam_extension()
     raise_if_interrupted()  # a signal a library swallowed while loading: nothing written yet
     with RunFolder(out, OUTPUT_FILES, resume=resume, overwrite=overwrite) as folder:
-        fitter = Fitter(model, task.problem(), training, run["seed"], folder, device, run)
+        fitter = Fitter(model, [task.problem()], training, run["seed"], [folder], device, [run])
         if resume:
-            fitter.load_checkpoint()
+            fitter.load_checkpoints()
         warn_unfinished_schedules(model, training["steps"])
-        log = TensorBoardLog(folder, fitter.state.step) if vis == "tensorboard" else None
+        log = TensorBoardLog(folder, fitter.states[0].step) if vis == "tensorboard" else None
         try:
             if training["solver"] == "closed-form":
                 xs, ys, values = task.train_grid()
-                state = fitter.solve(lambda: model.network.solve(model.encoder, xs, ys, values, training["ridge"]))
+                fitter.solve(lambda: model.network.solve(model.encoder, xs, ys, values, training["ridge"]))
             else:
-                state = fitter.run(quiet=quiet, observer=log)
+                fitter.run(quiet=quiet, observer=log)
+            state = fitter.states[0]
             try:
                 with fitter.averaged():  # tcnn's Ema: the outputs are the moving average's
                     metrics = finish(run, task, model, state, out, device, pictures=pictures)

@@ -6,6 +6,8 @@
 - **Staging.** A new run writes into a staging folder inside ``out``; the staged files are moved in (replacing an
   earlier run's outputs, with ``--overwrite``) only once the new run's first checkpoint exists. A run that fails
   before that leaves the folder as it was (and removes it if it created it).
+- **Whole folders** written by other commands (``inr-snapshot import``'s run folder) are staged beside their
+  target and swapped in by :func:`staged_folder`.
 - **Leftovers** of killed runs (temporary files of interrupted atomic writes, staging folders) are removed by the
   next run, under the lock, so a live run's files are never touched.
 """
@@ -103,6 +105,25 @@ def folder_run_locked(out: Path) -> Iterator[None]:
 def _remove(path: Path) -> None:
     """A file, or a folder with what it holds (an output folder such as tensorboard/)."""
     shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+@contextmanager
+def staged_folder(target: Path) -> Iterator[Path]:
+    """A new folder (beside ``target``, hidden, named after it and this process) for the block to fill; when the
+    block ends it replaces ``target`` whole, the earlier folder kept until the new one is in place. After an error
+    the staged folder is removed and ``target`` stays as it was."""
+    staged = target.with_name(f".{target.name}-{os.getpid()}")
+    previous = staged.with_name(f"{staged.name}-previous")
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    try:
+        yield staged
+        if target.exists():
+            target.rename(previous)
+        staged.rename(target)
+        shutil.rmtree(previous, ignore_errors=True)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
 
 
 class RunFolder:

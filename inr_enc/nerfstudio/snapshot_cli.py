@@ -17,12 +17,12 @@ import argparse
 import contextlib
 import importlib
 import json
-import os
-import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
+
+from ..fitting.run_folder import staged_folder
 
 # what the commands need beyond the core install (the nerfstudio extra), checked once the arguments are read: the
 # commands import it (and torch) themselves, so that --help and argument errors need neither
@@ -115,20 +115,11 @@ def import_snapshot(path: Path, data: Path, dataparser: str, output_dir: Path, e
     load_snapshot(pipeline.model, snapshot)
     step = snapshot["snapshot"]["training_step"]
     run = config.get_base_dir()
-    staged = run.with_name(f".{run.name}-{os.getpid()}")  # the whole run folder, then swapped in
-    shutil.rmtree(staged, ignore_errors=True)
-    (staged / config.relative_model_dir).mkdir(parents=True)
-    try:
+    with staged_folder(run) as staged:
+        (staged / config.relative_model_dir).mkdir(parents=True)
         torch.save({"step": step, "pipeline": pipeline.state_dict(), "optimizers": {}, "schedulers": {}, "scalers": {}},
                    staged / config.relative_model_dir / f"step-{step:09d}.ckpt")
         (staged / "config.yml").write_text(yaml.dump(config))
-        previous = run.with_name(f".{run.name}-{os.getpid()}-previous")
-        if run.exists():  # an earlier import's folder: kept until this one is complete
-            run.rename(previous)
-        staged.rename(run)
-        shutil.rmtree(previous, ignore_errors=True)
-    finally:
-        shutil.rmtree(staged, ignore_errors=True)
     return run / "config.yml"
 
 
