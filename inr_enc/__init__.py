@@ -5,9 +5,10 @@
     >>> enc(torch.rand(8, 3)).shape
     torch.Size([8, 32])
 
-Layers, each importing only those below it (docs/architecture.md): ``config`` (checks, files), ``ops`` (grid
-operations, schedules), ``encoders``, ``networks``, ``optim``, ``field``, then the tasks ``fitting`` and ``nerf``,
-then the ``cli`` and the ``nerfstudio`` plugin.
+Layers, one or two folders each, importing only those below (docs/architecture.md): ``config`` (checks, files,
+memory) with ``io``, ``metrics`` and ``version`` at the root; ``ops`` (grid operations, schedules); ``encoders`` and
+``optim`` (optimisers, losses); ``networks``; ``field`` (the run-config schema, Field, FieldBatch); the tasks
+``fitting`` and ``nerf``; then the ``cli`` and the ``nerfstudio`` plugin.
 """
 
 import importlib as _importlib
@@ -22,10 +23,11 @@ _EXPORTS = {
     "ENCODERS": "encoders", "Encoder": "encoders", "build_encoder": "encoders", "tcnn_available": "encoders.tcnn",
     "Field": "field", "build_field": "field",
     "NETWORKS": "networks", "Network": "networks", "build_network": "networks",
-    "load_tcnn_params": "tcnn_layout", "tcnn_n_params": "tcnn_layout", "tcnn_params": "tcnn_layout",
+    "load_tcnn_params": "field.tcnn_layout", "tcnn_n_params": "field.tcnn_layout", "tcnn_params": "field.tcnn_layout",
 }
-_SUBMODULES = ("cli", "config", "encoders", "field", "fitting", "io", "metrics", "nerf", "networks", "ops", "optim",
-               "tcnn_layout")
+# subpackages and modules as attributes: name -> module (``inr_enc.tcnn_layout`` is where it has always been read)
+_SUBMODULES = {name: name for name in ("cli", "config", "encoders", "field", "fitting", "io", "metrics", "nerf",
+                                       "networks", "ops", "optim")} | {"tcnn_layout": "field.tcnn_layout"}
 __all__ = sorted(_EXPORTS)
 
 
@@ -34,7 +36,7 @@ def __getattr__(name: str) -> _Any:
     if name in _EXPORTS:
         value = getattr(_importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
     elif name in _SUBMODULES:
-        value = _importlib.import_module(f".{name}", __name__)
+        value = _importlib.import_module(f".{_SUBMODULES[name]}", __name__)
     else:
         raise AttributeError(f"module 'inr_enc' has no attribute {name!r}")
     globals()[name] = value

@@ -19,7 +19,7 @@ import numpy as np
 
 from inr_enc import load_config
 from inr_enc.cli import main as inr_fit
-from inr_enc.config.schema import resolve_training
+from inr_enc.field.schema import resolve_training
 from inr_enc.io import write_text_atomically
 from inr_enc.fitting.signals import write_image
 

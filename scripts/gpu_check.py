@@ -8,7 +8,7 @@ Frequency 2D/3D, SphericalHarmonics; Triton also on Dense/Tiled grids, other int
 as max abs differences relative to the torch path's largest magnitude. Triton exists for grids only; tcnn is
 tried where tinycudann imports. Throughput: M samples/s, medians of ``--repeats`` timed runs after a warm-up,
 forward and forward+backward (to the table for grids, to the inputs otherwise) at 2^18 and 2^20 samples.
-tcnn's params layout (inr_enc/tcnn_layout.py) is checked against tinycudann where it imports.
+tcnn's params layout (inr_enc/field/tcnn_layout.py) is checked against tinycudann where it imports.
 Exits 1 on a parity failure; where no CUDA device exists it prints a notice and exits 0.
 """
 
@@ -214,7 +214,7 @@ def main() -> int:
     results = [check_parity(name, config, d, torch.float32) for name, config, d in CASES]  # every check runs
     results += [check_parity(name, config, d, dtype, ("triton",)) for name, config, d, dtype in EXTRA_GRIDS]
     if tinycudann() is not None:
-        print("\n## tcnn's params layout (inr_enc/tcnn_layout.py)")
+        print("\n## tcnn's params layout (inr_enc/field/tcnn_layout.py)")
         results.append(check_tcnn_layout(tinycudann()))
     ok = all(results)
     print(f"\nparity: {'PASS' if ok else 'FAIL'} ({time.perf_counter() - start:.0f} s)")

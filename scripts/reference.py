@@ -17,9 +17,9 @@ from typing import Any
 
 from reference_probe import SEE_CLASS, Component, Facts, gather, key_table, value_text
 
-from inr_enc.config import tcnn_sections
+from inr_enc.field import tcnn_sections
 from inr_enc.config.checks import recording_checks
-from inr_enc.config.schema import TRAINING_DEFAULTS, resolve_training
+from inr_enc.field.schema import TRAINING_DEFAULTS, resolve_training
 from inr_enc.encoders import ENCODERS, encoder_spec
 from inr_enc.io import write_text_atomically
 from inr_enc.networks import NETWORKS
@@ -110,7 +110,7 @@ def _accepted(read: Callable[..., Any], *args: Any) -> Any:
 
 def optimisers() -> tuple[list[tuple[str, str]], dict[str, tuple[str, dict[str, Any]]]]:
     """The training section's solvers with their sources, and tcnn's ``optimizer`` otypes with their source and
-    keys (tcnn's defaults), from config/tcnn_sections.py."""
+    keys (tcnn's defaults), from field/tcnn_sections.py."""
     solvers = {"adam": "Kingma & Ba 2014; tiny-cuda-nn include/tiny-cuda-nn/optimizers/adam.h (lazy on grid tables)",
                "lion": "Chen et al. 2023 (Symbolic Discovery of Optimization Algorithms)",
                "closed-form": "Zheng et al. 2022 (least squares with a ridge; network Separable only)"}

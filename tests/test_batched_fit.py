@@ -13,7 +13,7 @@ import torch
 import yaml
 from runs import write_tiny_config
 
-from inr_enc import field_batch
+from inr_enc.field import batch as field_batch
 from inr_enc.cli import main as inr_fit
 from inr_enc.fitting import batched
 from inr_enc.fitting.batched import plan_groups

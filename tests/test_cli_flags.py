@@ -15,7 +15,7 @@ from inr_enc import __version__
 from inr_enc.cli import HELP_DEFAULTS, build_parser
 from inr_enc.cli import main as inr_fit
 from inr_enc.config.files import apply_overrides, available_configs, load_config
-from inr_enc.config.schema import TRAINING_DEFAULTS
+from inr_enc.field.schema import TRAINING_DEFAULTS
 
 
 @pytest.fixture

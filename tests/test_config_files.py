@@ -10,7 +10,7 @@ import pytest
 from inr_enc.cli import main as inr_fit
 from inr_enc.config.checks import MAX_DEPTH, MAX_NESTED
 from inr_enc.config.files import MAX_PARENTS, apply_overrides, load_config
-from inr_enc.config.schema import resolve_run
+from inr_enc.field.schema import resolve_run
 from inr_enc.encoders import build_encoder, encoder_spec
 from inr_enc.field import build_field
 

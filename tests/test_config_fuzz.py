@@ -11,7 +11,7 @@ from test_contract import SMALL
 
 from inr_enc import build_encoder
 from inr_enc.config import memory
-from inr_enc.config.schema import estimate_run_memory, resolve_field, resolve_run, resolve_training
+from inr_enc.field.schema import estimate_run_memory, resolve_field, resolve_run, resolve_training
 from inr_enc.encoders import RandomFourier, encoder_spec
 from inr_enc.field import Field
 from inr_enc.networks import MLP

@@ -9,7 +9,7 @@ from torch.func import functional_call
 from inr_enc import ENCODERS, NETWORKS, build_encoder, load_config
 from inr_enc.config import available_configs
 from inr_enc.field import build_field
-from inr_enc.config.schema import resolve_training
+from inr_enc.field.schema import resolve_training
 
 # One small config per otype, with its input dims, sized for gradcheck in float64.
 SMALL = {

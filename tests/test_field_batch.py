@@ -1,11 +1,11 @@
-"""FieldBatch (inr_enc/field_batch.py): M fields as one computation give each field's own outputs and gradients,
+"""FieldBatch (inr_enc/field/batch.py): M fields as one computation give each field's own outputs and gradients,
 compared with the fields run one at a time."""
 
 import pytest
 import torch
 
 from inr_enc import Field
-from inr_enc.field_batch import FieldBatch
+from inr_enc.field.batch import FieldBatch
 
 CONFIGS = {
     "siren": {"encoding": {"otype": "Identity"},

@@ -18,7 +18,7 @@ SCRIPT = """
 import resource, sys
 from inr_enc.config import memory
 from inr_enc.field import build_field
-from inr_enc.config.schema import resolve_field
+from inr_enc.field.schema import resolve_field
 from inr_enc.encoders.registry import encoder_spec
 from inr_enc.networks.registry import network_class
 budget, cases = int(sys.argv[1]), eval(sys.argv[2])

@@ -1,11 +1,11 @@
-"""The run-config schema (config/schema.py): a whole run is checked before anything is built, resolving a config
+"""The run-config schema (field/schema.py): a whole run is checked before anything is built, resolving a config
 allocates nothing, and what it resolves is exactly what the built encoders and networks report."""
 
 import pytest
 from test_contract import SMALL
 
 from inr_enc import ENCODERS, build_encoder
-from inr_enc.config.schema import resolve_field, resolve_run, resolve_training
+from inr_enc.field.schema import resolve_field, resolve_run, resolve_training
 from inr_enc.encoders import encoder_spec
 from inr_enc.field import Field
 

@@ -6,17 +6,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "inr_enc"
 MAX_LINES = 300
-# Layers from the bottom; a module may import its own layer and those below. Longest prefix wins.
-LAYERS = {
-    "inr_enc.config": 0, "inr_enc.io": 0, "inr_enc.metrics": 0, "inr_enc.version": 0,
-    "inr_enc.ops": 1,
-    "inr_enc.encoders": 2, "inr_enc.optim": 2,
-    "inr_enc.networks": 3,
-    "inr_enc.config.schema": 4, "inr_enc.config.tcnn_sections": 4,  # they read the registries (optim/losses.py)
-    "inr_enc.field": 5, "inr_enc.field_batch": 5, "inr_enc.tcnn_layout": 5,
-    "inr_enc.fitting": 6, "inr_enc.nerf": 6,
-    "inr_enc.cli": 7, "inr_enc.nerfstudio": 7, "inr_enc": 7,
-}
+# A module's layer is its folder's, from the bottom; a module may import its own layer and those below. The
+# package root's own modules (io, metrics, version, and __init__, which imports its public names on use) are layer 0.
+LAYERS = {"": 0, "config": 0, "ops": 1, "encoders": 2, "optim": 2, "networks": 3, "field": 4, "fitting": 5, "nerf": 5,
+          "cli": 6, "nerfstudio": 6}
 
 
 def modules() -> dict[str, Path]:
@@ -89,8 +82,20 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def folder(name: str) -> str:
+    """The top-level folder of inr_enc that holds module ``name`` ("" for the package root's own modules)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else ""
+
+
 def layer(name: str) -> int:
-    return LAYERS[max((prefix for prefix in LAYERS if name == prefix or name.startswith(prefix + ".")), key=len)]
+    return LAYERS[folder(name)]
+
+
+def test_every_folder_has_a_layer():
+    folders = {path.parent.relative_to(PACKAGE).parts[0] for path in PACKAGE.glob("*/**/*.py")}
+    assert folders == set(LAYERS) - {""}
+    assert folder("inr_enc.ops.grid.layout") == "ops" and folder("inr_enc.io") == "" and layer("inr_enc.cli") == 6
 
 
 def test_the_cycle_finder_finds_a_cycle():

@@ -14,8 +14,8 @@ import yaml
 
 from inr_enc import Field, build_encoder
 from inr_enc.cli import main as inr_fit
-from inr_enc.config.schema import resolve_training
-from inr_enc.config.tcnn_sections import training_from_tcnn
+from inr_enc.field.schema import resolve_training
+from inr_enc.field.tcnn_sections import training_from_tcnn
 from inr_enc.optim.losses import elementwise_loss
 from inr_enc.optim.schedule import lr_factor
 from inr_enc.optim.setup import make_optimizer
@@ -183,7 +183,7 @@ def test_the_moving_average_is_tcnns_debiased_ema():
 def test_l2_reg_applies_to_the_network_weight_matrices_only():
     """tcnn adds l2_reg * w to the gradients of its matrix weights: one Adam step with a zero loss gradient moves
     exactly those, by Adam's first step of that gradient g: lr * g / (|g| + eps)."""
-    from inr_enc.field_batch import FieldBatch
+    from inr_enc.field.batch import FieldBatch
 
     field = Field(2, 3, {key: CONFIG_HASH[key] for key in ("encoding", "network")})
     training = resolve_training({"l2_reg": 1e-6, "lr": 1e-3})

@@ -16,8 +16,8 @@ import yaml
 from inr_enc.cli import build_parser
 from inr_enc.cli import main as inr_fit
 from inr_enc.config.backends import BACKENDS
-from inr_enc.config.schema import resolve_run, resolve_training
-from inr_enc.config.tcnn_sections import training_from_tcnn
+from inr_enc.field.schema import resolve_run, resolve_training
+from inr_enc.field.tcnn_sections import training_from_tcnn
 from inr_enc.encoders import ENCODERS
 from inr_enc.fitting import tasks as registry
 from inr_enc.fitting.inputs import default_out, list_signals

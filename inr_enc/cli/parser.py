@@ -15,7 +15,7 @@ from ..version import __version__
 # flag -> key of the training section it overrides
 TRAINING_FLAGS = {"steps": "steps", "batch_size": "batch_size", "lr": "lr", "schedule": "schedule",
                   "eval_every": "eval_every", "checkpoint_every": "checkpoint_every"}
-# the training section's defaults (config/schema.py TRAINING_DEFAULTS, which imports torch) as --help states them;
+# the training section's defaults (field/schema.py TRAINING_DEFAULTS, which imports torch) as --help states them;
 # tests/test_cli_flags.py checks that they agree
 HELP_DEFAULTS = {"steps": 2000, "batch_size": "every sample", "lr": 0.001, "schedule": "constant", "eval_every": 50,
                  "checkpoint_every": 100}

@@ -1,7 +1,7 @@
 """Configs: reading them (``files``), checking each key (``checks``) and the run-config schema (``schema``).
 
 ``files`` and ``checks`` are the lowest layer of inr_enc; ``schema`` validates a whole run through the encoder and
-network registries, so it is imported as ``inr_enc.config.schema`` and not from here.
+network registries, so it is imported as ``inr_enc.field.schema`` and not from here.
 """
 
 from .checks import (Registry, check_bool, check_choice, check_float, check_int, check_keys, check_mapping,

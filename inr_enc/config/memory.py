@@ -11,7 +11,7 @@ tightest of what this process can still get:
 - the cgroup's memory limit (a container's; v2 memory.max of this process's cgroup and its parents, v1
   hierarchical_memory_limit) less what the cgroup already holds apart from its file cache (memory.current or
   memory.usage_in_bytes minus active and inactive file pages, which the kernel reclaims before it kills).
-Estimates are approximate (see ``config/schema.py`` ``estimate_run_memory``): the check refuses what cannot fit,
+Estimates are approximate (see ``field/schema.py`` ``estimate_run_memory``): the check refuses what cannot fit,
 it does not promise that what passes fits.
 """
 

@@ -1,4 +1,4 @@
-"""``inr-fit images DIR --together N``: same-sized signals fitted N at a time as one computation (field_batch.py,
+"""``inr-fit images DIR --together N``: same-sized signals fitted N at a time as one computation (field/batch.py,
 trained by loop.py's Fitter), each model the run it would be alone, checkpointed into its own run folder as that
 run would be (so a member resumes alone, and interrupted runs at one step resume as a group). When the group is
 done, each model's outputs are written to its folder as ``inr-fit image`` writes them; ``seconds`` there is the
@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from ..config.memory import check_memory
-from ..config.schema import estimate_run_memory
-from ..field_batch import FieldBatch, batching_unavailable_reason
+from ..field.schema import estimate_run_memory
+from ..field.batch import FieldBatch, batching_unavailable_reason
 from .checkpoints import load_group_file
 from .loop import Fitter
 from .outputs import OUTPUT_FILES

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from ..encoders.backends import backends_used
-from ..field_batch import FieldBatch
+from ..field.batch import FieldBatch
 from ..io import atomic_path
 from ..version import __version__
 from .image_formats import first_line

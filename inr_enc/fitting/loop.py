@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import torch
 from tqdm import tqdm
 
-from ..field_batch import FieldBatch
+from ..field.batch import FieldBatch
 from ..metrics import psnr
 from ..ops.schedules import set_training_step
 from .checkpoints import (error_line, member_optimizer_state, model_state, provenance, read_checkpoint,

@@ -1,4 +1,4 @@
-"""One inr-fit run from a resolved run config (config/schema.py): build the field, fit it, write the outputs.
+"""One inr-fit run from a resolved run config (field/schema.py): build the field, fit it, write the outputs.
 
 The output folder is locked and the run staged until its first checkpoint (run_folder.py): an earlier run's outputs
 are replaced only then.
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..config.schema import FieldSpec, check_task, resolve_run
+from ..field.schema import FieldSpec, check_task, resolve_run
 from ..field import Field
 from ..ops.grid.cpu_kernel import cpu_extension
 from ..optim import grid_tables
@@ -40,7 +40,7 @@ def read_task(kind: str, path: str, train_split: bool) -> ImageTask | AudioTask:
 
 def resolve_for(config: dict[str, Any], task: ImageTask | AudioTask, train_split: bool, **options: Any
                 ) -> dict[str, Any]:
-    """The whole run of ``config`` on ``task``'s signal (config/schema.py ``resolve_run``, ``options`` passed on);
+    """The whole run of ``config`` on ``task``'s signal (field/schema.py ``resolve_run``, ``options`` passed on);
     ValueError naming the first problem."""
     facts = task.describe()  # kind, path and the signal's facts
     # the file's size and hash: is it still the file a saved run fitted?

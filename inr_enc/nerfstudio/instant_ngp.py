@@ -18,7 +18,7 @@ from typing import Any
 from ..config import load_config
 from ..config.parsing import parse_text
 from ..config.checks import check_int, check_keys, check_mapping, config_error
-from ..config.tcnn_sections import training_from_tcnn
+from ..field.tcnn_sections import training_from_tcnn
 from ..networks import TcnnMLP
 from ..networks.registry import network_class
 from ..networks.tcnn_mlp import ALIGNMENT, round_up

@@ -85,7 +85,7 @@ class ExponentialDecayScheduler(Scheduler):
 
 def tcnn_optimizers(training: Dict[str, Any], camera: Any) -> Dict[str, Any]:
     """nerfstudio's optimizers from tcnn's Adam (wrapped in ExponentialDecay, perhaps) as training keys
-    (config/tcnn_sections.py): "fields" get l2_reg (tcnn adds it to its weight matrices' gradients), "grids" tcnn's
+    (field/tcnn_sections.py): "fields" get l2_reg (tcnn adds it to its weight matrices' gradients), "grids" tcnn's
     lazy Adam without it (tcnn's non_matrix_l2_reg 0); ``camera``: the "camera_opt" entry, kept as it is."""
     adam = {"lr": training["lr"], "eps": training["eps"], "betas": tuple(training["betas"])}
     scheduler = None

@@ -24,7 +24,7 @@ from nerfstudio.data.dataparsers.dnerf_dataparser import DNeRFDataParserConfig
 
 from ..config import check_mapping, load_config
 from ..config.parsing import parse_text
-from ..config.schema import FIELD_KEYS, RUN_KEYS, resolve_field
+from ..field.schema import FIELD_KEYS, RUN_KEYS, resolve_field
 from ..encoders import encoder_spec
 from ..networks import MLP, TcnnMLP
 from ..networks.registry import network_class, resolve_network
@@ -48,7 +48,7 @@ def naming(setting: str, section: str | None = None) -> Iterator[None]:
 
 def resolve_encoding_config(text: str, geo_feat_dim: int) -> dict[str, Any]:
     """``--pipeline.model.encoding-config``: JSON text, a .json/.yaml file or an inr_enc config name -> a resolved
-    field config {"encoding"[, "network"]} for 3D positions, checked by the run-config schema (config/schema.py).
+    field config {"encoding"[, "network"]} for 3D positions, checked by the run-config schema (field/schema.py).
 
     The text holds an encoding config, or a field config with "encoding" (and optionally "network") keys; an
     inr-fit config's "training" and "seed" are accepted and unused."""

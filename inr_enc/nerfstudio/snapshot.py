@@ -7,7 +7,7 @@ Format facts from instant-ngp abe236e and tcnn 6ee3546:
   nerf {aabb_scale, rgb {rays_per_batch, ...}, dataset?}, training_step, loss, aabb, render_aabb, up_dir, ...
 - tcnn trainer.h serialize: n_params, params_type ("float" or "__half"), params_binary: the inference params
   (Ema's average where the optimiser has one); nerf_network.h: density network, rgb network, position encoding,
-  direction encoding, each in tcnn's layout (tcnn_layout.py).
+  direction encoding, each in tcnn's layout (field/tcnn_layout.py).
 - nerf_device.cuh: the density grid is 128^3 cells per cascade in Morton order (tcnn's morton3D), each the optical
   thickness density * MIN_CONE_STEPSIZE (sqrt(3) / 1024 unit-cube lengths), float16.
 - nerf_loader.h: NeRF world -> Instant-NGP's unit cube: p * scale + offset, axes cycled (x, y, z) <- (y, z, x);
@@ -34,7 +34,7 @@ from ..io import atomic_path
 from ..networks import TcnnMLP
 from ..nerf.occupancy import OccupancyGrid
 from ..nerf.space import unit_to_world
-from ..tcnn_layout import tcnn_params
+from ..field.tcnn_layout import tcnn_params
 from ..version import __version__
 from .snapshot_schema import GRID_SIZE, RENDER_SETTINGS, check_snapshot
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..tcnn_layout import load_tcnn_params, tcnn_n_params
+from ..field.tcnn_layout import load_tcnn_params, tcnn_n_params
 from .snapshot import CYCLE, GRID_SIZE, MIN_CONE_STEPSIZE, cell_centres, morton3d
 from .snapshot_schema import CONFIG_SECTIONS, PARAM_BYTES, check_snapshot
 

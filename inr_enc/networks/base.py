@@ -91,7 +91,7 @@ class Network(nn.Module):
     def activation_width(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
                          encoder: EncoderSpec | None) -> int:
         """Floats a forward computes per sample past its input (hidden layers, output): the run's memory estimate
-        (config/schema.py) multiplies it by the batch."""
+        (field/schema.py) multiplies it by the batch."""
         return n_output_dims
 
     def _build(self, config: dict[str, Any], encoder: Encoder | None) -> None:

@@ -1,6 +1,6 @@
 """tiny-cuda-nn's FullyFusedMLP and CutlassMLP as tcnn computes them: no biases, inputs and outputs padded to
 multiples of 16, tcnn's activations and its initialisation drawn from the same PCG32 stream, so that the weights
-move both ways (inr_enc/tcnn_layout.py).
+move both ways (inr_enc/field/tcnn_layout.py).
 
 Facts from tcnn (src/fully_fused_mlp.cu, src/cutlass_mlp.cu, include/tiny-cuda-nn/network_with_input_encoding.h,
 gpu_matrix.h at 6ee3546): weight matrices are row-major [rows = outputs, cols = inputs]: [n_neurons, padded input],

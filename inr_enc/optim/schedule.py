@@ -1,4 +1,4 @@
-"""Learning-rate schedules of a resolved training section (config/schema.py ``SCHEDULES``), shared by inr-fit's
+"""Learning-rate schedules of a resolved training section (field/schema.py ``SCHEDULES``), shared by inr-fit's
 fit loop and the ns-train plugin's tcnn ExponentialDecay scheduler."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a resolved training section (config/schema.py) builds for a fit, one model or a batched group
+"""What a resolved training section (field/schema.py) builds for a fit, one model or a batched group
 (fitting/loop.py, fitting/batched.py): the optimiser with its learning-rate schedule, tcnn's weight moving average,
 and each step's samples."""
 

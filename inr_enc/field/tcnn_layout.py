@@ -16,10 +16,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from .encoders import Composite, Encoder
-from .encoders.grid import Grid
+from ..encoders import Composite, Encoder
+from ..encoders.grid import Grid
 from .field import Field
-from .networks import Network, TcnnMLP
+from ..networks import Network, TcnnMLP
 
 
 def tcnn_parameters(module: Encoder | Network | Field) -> list[nn.Parameter]:

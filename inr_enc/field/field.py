@@ -8,15 +8,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from .config.memory import check_memory
-from .config.schema import FieldSpec, field_spec
+from ..config.memory import check_memory
+from .schema import FieldSpec, field_spec
 
 
 class Field(nn.Module):
     """x: [..., n_input_dims] coordinates in [0, 1] -> [..., n_output_dims].
 
     ``config``: ``{"encoding": ..., "network": ...}``; the encoding defaults to Identity (no encoding), the network
-    to tcnn's MLP defaults. The whole config is checked (config/schema.py ``field_spec``), and its parameters
+    to tcnn's MLP defaults. The whole config is checked (field/schema.py ``field_spec``), and its parameters
     against the memory limit, before anything is built; a ``FieldSpec`` (resolved already) is built as it is.
     ``field.config`` is the resolved config of both parts. ``backend`` is the encoder's: "auto" runs it through
     tiny-cuda-nn on CUDA when tinycudann is installed, inr_enc's own kernels where they run, torch otherwise, on the

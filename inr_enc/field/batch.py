@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .encoders.grid import Grid, stack_grids
+from ..encoders.grid import Grid, stack_grids
 from .field import Field
 
 # Floats of one chunk's widest activations (4 MiB): measured on 2 cores with SIREN widths 32, 64 and 256 on 1024
