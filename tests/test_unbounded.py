@@ -227,7 +227,8 @@ def test_state_dict_round_trip_and_bad_settings():
             grid.sample(origins, directions, **kwargs)
 
 
-@pytest.mark.parametrize("grid", [OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), 8, step_size=0.1), ContractedOccupancyGrid(resolution=8)])
+@pytest.mark.parametrize("grid", [OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), 8, step_size=0.1),
+                                  ContractedOccupancyGrid(resolution=8)])
 def test_both_grids_refuse_bad_sample_arguments(grid):
     rays = torch.zeros(4, 3), torch.tensor([[1.0, 0.0, 0.0]] * 4)
     for kwargs, message in (({"early_stop_eps": 0.0}, "0 < early_stop_eps < 1"), ({"alpha_threshold": 1.0}, "alpha_threshold < 1"),

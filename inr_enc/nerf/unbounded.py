@@ -196,7 +196,8 @@ class ContractedOccupancyGrid(OccupancyEstimator):
         ijk = self._cell_of(points)
         return self.occupied[(ijk * ijk.new_tensor([r * r, r, 1])).sum(-1)]
 
-    def _window(self, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor, far: torch.Tensor, offset: torch.Tensor | None, first: torch.Tensor, count: int, bounds: torch.Tensor
+    def _window(self, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor, far: torch.Tensor,
+                offset: torch.Tensor | None, first: torch.Tensor, count: int, bounds: torch.Tensor
                 ) -> Window:
         """Intervals first .. first + count - 1 of rays [A]: [T(k + offset), T(k + 1 + offset)], T the piecewise
         linear map through ``bounds`` (offset None: 0), kept where the start is in [near, far) and the midpoint in
