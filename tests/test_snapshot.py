@@ -19,7 +19,6 @@ from nerf_runs import NGP_NERF_BASE  # noqa: E402
 from reference import level_layout  # noqa: E402
 
 from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
-from inr_enc.nerfstudio.sampling import update_grid  # noqa: E402
 from inr_enc.nerfstudio.snapshot import export_snapshot, morton3d, read_snapshot, write_snapshot  # noqa: E402
 from inr_enc.nerfstudio.snapshot_cli import saved_to_world  # noqa: E402
 from inr_enc.nerfstudio.snapshot_import import load_snapshot, snapshot_settings  # noqa: E402
@@ -41,7 +40,7 @@ def trained_looking(box, seed=0):
             for p in model.field.parameters():
                 p.copy_(torch.randn(p.shape, generator=g) * 0.65)
         model.weight_average.update()
-        update_grid(model.occupancy, step, model.field.density_fn, model.step_size)
+        model.occupancy.update(step, model.field.density_fn)
     return model
 
 

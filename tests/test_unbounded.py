@@ -227,16 +227,16 @@ def test_state_dict_round_trip_and_bad_settings():
             grid.sample(origins, directions, **kwargs)
 
 
-@pytest.mark.parametrize("grid", [OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), 8), ContractedOccupancyGrid(resolution=8)])
+@pytest.mark.parametrize("grid", [OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), 8, step_size=0.1),
+                                  ContractedOccupancyGrid(resolution=8)])
 def test_both_grids_refuse_bad_sample_arguments(grid):
     rays = torch.zeros(4, 3), torch.tensor([[1.0, 0.0, 0.0]] * 4)
-    step = (0.1,) if type(grid) is OccupancyGrid else ()
     for kwargs, message in (({"early_stop_eps": 0.0}, "0 < early_stop_eps < 1"), ({"alpha_threshold": 1.0}, "alpha_threshold < 1"),
                             ({"window": 0}, "window >= 1")):
         with pytest.raises(ValueError, match=message):
-            grid.sample(*rays, *step, **kwargs)
+            grid.sample(*rays, **kwargs)
     with pytest.raises(ValueError, match=r"must both be \[N, 3\]"):
-        grid.sample(torch.zeros(4, 3), torch.zeros(4, 2), *step)
+        grid.sample(torch.zeros(4, 3), torch.zeros(4, 2))
 
 
 def test_the_occupancy_threshold_reads_the_box_not_the_far_field():
@@ -264,9 +264,9 @@ def test_sampled_features_are_the_density_pass_at_the_kept_samples(contracted):
     """sample(..., features=True): the same samples, and density_fn's features of exactly the kept ones (what
     the plugin renders from without evaluating the field again)."""
     g = torch.Generator().manual_seed(5)
-    grid = ContractedOccupancyGrid(resolution=16) if contracted else OccupancyGrid(torch.tensor([[-2.0] * 3, [2.0] * 3]), 16)
+    box = torch.tensor([[-2.0] * 3, [2.0] * 3])
+    grid = ContractedOccupancyGrid(resolution=16) if contracted else OccupancyGrid(box, 16, step_size=0.02)
     grid.update(0, lambda x: solid_sphere_and_sky(x) * 0.01, generator=g)
-    step = () if contracted else (0.02,)
     origins = unit(torch.randn(32, 3, generator=g)) * 1.5
     directions = unit(-origins + 0.5 * torch.randn(32, 3, generator=g))
 
@@ -274,14 +274,14 @@ def test_sampled_features_are_the_density_pass_at_the_kept_samples(contracted):
         density = solid_sphere_and_sky(points) + 0.3
         return density, torch.stack([density, points.sum(-1)], -1)
 
-    plain = grid.sample(origins, directions, *step, lambda x: with_features(x)[0], alpha_threshold=0.001)
-    rays, starts, ends, features = grid.sample(origins, directions, *step, with_features, alpha_threshold=0.001,
+    plain = grid.sample(origins, directions, lambda x: with_features(x)[0], alpha_threshold=0.001)
+    rays, starts, ends, features = grid.sample(origins, directions, with_features, alpha_threshold=0.001,
                                                features=True)
     assert all(torch.equal(a, b) for a, b in zip(plain, (rays, starts, ends))) and len(rays) > 30
     points = origins[rays] + ((starts + ends) / 2)[:, None] * directions[rays]
     assert features.shape == (len(rays), 2)
     assert torch.allclose(features, with_features(points)[1], atol=1e-4)
-    none = grid.sample(origins, -directions * 0 + torch.tensor([0.0, 0.0, 1.0]), *step, with_features,
+    none = grid.sample(origins, -directions * 0 + torch.tensor([0.0, 0.0, 1.0]), with_features,
                        features=True, clip=(torch.zeros(32), torch.zeros(32)))
     assert len(none) == 4 and len(none[0]) == 0 and none[3].numel() == 0
 

@@ -119,7 +119,6 @@ def test_rendering_reuses_the_density_pass_and_matches_the_full_field(contractio
     from nerfstudio.field_components.field_heads import FieldHeadNames
 
     from inr_enc.nerf.volume_rendering import accumulate, render_weights
-    from inr_enc.nerfstudio.sampling import sample_grid
 
     torch.manual_seed(1)
     config = InrNerfModelConfig(scene_contraction=contraction, encoding=dict(SMALL_GRID), grid_resolution=16,
@@ -131,9 +130,8 @@ def test_rendering_reuses_the_density_pass_and_matches_the_full_field(contractio
     with torch.no_grad():
         outputs = model.get_outputs(bundle)
         o, d = bundle.origins, bundle.directions
-        rays, starts, ends = sample_grid(model.occupancy, o, d, model.step_size, model.field.density_fn,
-                                         early_stop_eps=config.early_stop_eps,
-                                         alpha_threshold=config.render_alpha_threshold)
+        rays, starts, ends = model.occupancy.sample(o, d, model.field.density_fn, early_stop_eps=config.early_stop_eps,
+                                                    alpha_threshold=config.render_alpha_threshold)
         samples = RaySamples(frustums=Frustums(origins=o[rays], directions=d[rays], starts=starts[:, None],
                                                ends=ends[:, None], pixel_area=bundle.pixel_area[rays]))
         field = model.field(samples)

@@ -79,14 +79,14 @@ def test_an_overflowing_density_is_an_opaque_sample_and_leaves_other_rays_alone(
     expected = [1 - t1, t1, 0.0, 1 - math.exp(-0.2), math.exp(-0.2) * (1 - math.exp(-0.4)), 1 - math.exp(-0.1)]
     assert weights.tolist() == pytest.approx(expected, rel=1e-6, abs=1e-30)
     assert bool(torch.isfinite(transmittance).all())
-    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=4)
+    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=4, step_size=0.02)
     origins, directions = axis_rays(n=3)
-    clean = grid.sample(origins, directions, 0.02, lambda p: torch.full((len(p),), 0.5), early_stop_eps=1e-4)
+    clean = grid.sample(origins, directions, lambda p: torch.full((len(p),), 0.5), early_stop_eps=1e-4)
 
     def with_an_overflow(points):  # the first ray's points past x = 0 overflow; the others see fog
         return torch.where(((points[:, 1] - origins[0, 1]).abs() < 1e-6) & (points[:, 0] > 0), huge, 0.5)
 
-    rays, starts, _ = grid.sample(origins, directions, 0.02, with_an_overflow, early_stop_eps=1e-4)
+    rays, starts, _ = grid.sample(origins, directions, with_an_overflow, early_stop_eps=1e-4)
     for ray in (1, 2):  # marching the other rays is unchanged
         assert torch.equal(starts[rays == ray], clean[1][clean[0] == ray])
     assert float(starts[rays == 0].max()) < 2.02  # the first ray stops at its opaque sample (x = 0: t = 2)
@@ -124,7 +124,8 @@ def oblique_rays(n=24, seed=2):
 
 @pytest.mark.parametrize("resolution, rays", [(8, axis_rays), (64, axis_rays), (64, oblique_rays)])
 def test_sample_keeps_exactly_the_points_in_occupied_cells(resolution, rays):
-    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=resolution)
+    step = 0.05 if resolution == 8 else 0.02
+    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=resolution, step_size=step)
     origins, directions = rays()
     g = torch.Generator().manual_seed(3)
     if resolution == 8:
@@ -136,8 +137,7 @@ def test_sample_keeps_exactly_the_points_in_occupied_cells(resolution, rays):
         grid.occupied[(ijk[:, 0] * resolution + ijk[:, 1]) * resolution + ijk[:, 2]] = True
         grid.occupied[torch.randint(resolution**3, (20,), generator=g)] = True
     grid._update_bounds()
-    step = 0.05 if resolution == 8 else 0.02
-    rays_, starts, ends = grid.sample(origins, directions, step, window=5)
+    rays_, starts, ends = grid.sample(origins, directions, window=5)
     near, far = ray_box_intersection(origins, directions, grid.bounds)
     found = 0
     for ray in range(len(origins)):  # brute force: every step point of the ray, kept where its cell is occupied
@@ -158,15 +158,15 @@ def test_sample_keeps_exactly_the_points_in_occupied_cells(resolution, rays):
 
 
 def test_early_termination_matches_a_front_to_back_loop():
-    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=4)  # all cells occupied
+    step, eps = 0.02, 1e-3
+    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=4, step_size=step)  # all cells occupied
 
     def density(points):  # an opaque slab at 0 < x < 0.5, thin fog elsewhere
         return torch.where((points[:, 0] > 0) & (points[:, 0] < 0.5), 40.0, 0.2)
 
     origins, directions = axis_rays(n=5)
-    step, eps = 0.02, 1e-3
-    all_rays, all_starts, all_ends = grid.sample(origins, directions, step)
-    rays, starts, ends = grid.sample(origins, directions, step, density, early_stop_eps=eps, window=7)
+    all_rays, all_starts, all_ends = grid.sample(origins, directions)
+    rays, starts, ends = grid.sample(origins, directions, density, early_stop_eps=eps, window=7)
     for ray in range(len(origins)):
         t_all = ((all_starts + all_ends) / 2)[all_rays == ray].double()
         tau = density(origins[ray].double() + t_all[:, None] * directions[ray].double()) * step
@@ -178,8 +178,8 @@ def test_early_termination_matches_a_front_to_back_loop():
 
 
 def test_update_marks_the_matter_and_decays():
-    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=16, warmup_steps=4)
-    ball = lambda p: ((p - 0.3).norm(dim=-1) < 0.25).float() * 5.0  # noqa: E731  opacity inside a ball
+    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=16, warmup_steps=4, step_size=0.05)
+    ball = lambda p: ((p - 0.3).norm(dim=-1) < 0.25).float() * 100.0  # noqa: E731  density inside a ball
     g = torch.Generator().manual_seed(0)
     for step in range(3):
         grid.update(step, ball, generator=g)
@@ -195,32 +195,34 @@ def test_update_marks_the_matter_and_decays():
 
 
 def test_rays_that_meet_nothing_give_no_samples():
-    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=16)
+    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=16, step_size=0.05)
     origins, directions = axis_rays(n=4)
     grid.occupied.zero_()
     grid._update_bounds()  # empty grid: empty bounds
-    rays, starts, ends = grid.sample(origins, directions, 0.05, lambda p: torch.ones(len(p)))
+    rays, starts, ends = grid.sample(origins, directions, lambda p: torch.ones(len(p)))
     assert len(rays) == len(starts) == len(ends) == 0
     grid.occupied.fill_(True)
     grid._update_bounds()
-    away = grid.sample(origins, -directions, 0.05)[0]  # rays pointing away from the box
+    away = grid.sample(origins, -directions)[0]  # rays pointing away from the box
     assert len(away) == 0
 
 
 def test_sample_rejects_bad_settings():
-    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=4)
+    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=4, step_size=0.1)
     origins, directions = axis_rays(n=2)
-    for kwargs in ({"step_size": 0.0}, {"step_size": 0.1, "window": 0}, {"step_size": 0.1, "early_stop_eps": 0.0},
-                   {"step_size": 0.1, "alpha_threshold": 1.0}):
+    for kwargs in ({"window": 0}, {"early_stop_eps": 0.0}, {"alpha_threshold": 1.0}):
         with pytest.raises(ValueError):
             grid.sample(origins, directions, **kwargs)
+    for step in (0.0, -0.1, math.inf, math.nan):
+        with pytest.raises(ValueError, match="step_size must be a positive number"):
+            OccupancyGrid(grid.aabb, resolution=4, step_size=step)
 
 
 def test_clip_limits_the_samples():
-    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=8)  # all occupied
+    grid = OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), resolution=8, step_size=0.05)  # all occupied
     origins, directions = axis_rays(n=3)  # t in [1, 3] inside the box
     near, far = torch.tensor([1.5, 0.0, 2.0]), torch.tensor([2.0, 9.0, 1.0])
-    rays, starts, ends = grid.sample(origins, directions, 0.05, clip=(near, far))
+    rays, starts, ends = grid.sample(origins, directions, clip=(near, far))
     mid = (starts + ends) / 2
     for ray, (lo, hi) in enumerate(zip([1.5, 1.0, None], [2.0, 3.0, None])):
         t = mid[rays == ray]

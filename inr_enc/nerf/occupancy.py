@@ -1,33 +1,19 @@
-"""Instant-NGP's occupancy grid (Müller et al. 2022, "Instant Neural Graphics Primitives", §5.1 and appendix E.2)
-in plain torch, so NeRF training skips empty space on CPU too.
+"""Instant-NGP's occupancy grid over a box (Müller et al. 2022, "Instant Neural Graphics Primitives", §5.1 and
+appendix E.2) in plain torch, so NeRF training skips empty space on CPU too.
 
-The grid keeps, per cell, a decayed maximum of the field's opacity (density * step size): every update
-multiplies it by ``decay`` (0.95) and raises it to fresh samples at a random point of chosen cells (all cells
-for the first ``warmup_steps`` steps, then a quarter of the cells drawn at random plus as many occupied ones). A
-cell is occupied while its value exceeds min(threshold, mean over cells) (``threshold`` 0.01, as in nerfacc's
-OccGridEstimator). Rays are marched with a fixed step through the bounding box of the occupied cells only;
-samples in empty cells are dropped, and so are samples behind an opaque stretch (early ray termination).
+:class:`OccupancyGrid` is the bounded :class:`.estimator.OccupancyEstimator` (the occupancy rule, ``update`` and
+``sample`` are there): rays are marched with a fixed step, ``step_size``, through the bounding box of the occupied
+cells only, after a coarse pass that skips stretches that cannot meet an occupied cell.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
-from torch import nn
-from torch.nn import functional as F
 
 from ..ops.precision import wide_dtype
-from ..ops.ranks import max_over_ranks
-from .volume_rendering import optical_depth, sum_before
-
-CHUNK = 1 << 18  # points per density evaluation during an update
-COARSE = 8  # fine cells per coarse cell along each axis (the coarse pass that skips empty space)
-MAX_WINDOW_GROWTH = 16  # marching windows grow up to this many times the first as rays finish (see march)
-# One window of marching (see march): (row into the A marching rays [S], sorted; points [S, 3]; interval lengths
-# [S]; per-sample payload tensors [S] returned with the samples; [A] bool, whether the ray has steps after it).
-Window = tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor]
+from .estimator import COARSE, OccupancyEstimator, Window, WindowFn, flat_index
 
 
 def ray_box_intersection(origins: torch.Tensor, directions: torch.Tensor, box: torch.Tensor
@@ -41,129 +27,40 @@ def ray_box_intersection(origins: torch.Tensor, directions: torch.Tensor, box: t
     return near, far
 
 
-def check_sample_arguments(origins: torch.Tensor, directions: torch.Tensor, early_stop_eps: float,
-                           alpha_threshold: float, window: int) -> None:
-    """ValueError unless origins and directions are both [N, 3], 0 < early_stop_eps < 1, 0 <= alpha_threshold < 1
-    and window >= 1 (what every grid's ``sample`` takes)."""
-    if not 0 < early_stop_eps < 1 or not 0 <= alpha_threshold < 1 or window < 1:
-        raise ValueError(f"sample: need 0 < early_stop_eps < 1, 0 <= alpha_threshold < 1, window >= 1; got "
-                         f"{early_stop_eps}, {alpha_threshold}, {window}")
-    if origins.shape != directions.shape or origins.dim() != 2 or origins.shape[-1] != 3:
-        raise ValueError(f"sample: origins and directions must both be [N, 3], got {list(origins.shape)} and "
-                         f"{list(directions.shape)}")
+class OccupancyGrid(OccupancyEstimator):
+    """A ``resolution``^3 occupancy grid over ``aabb`` [2, 3] (world units), sampled every ``step_size`` (world
+    units along unit directions; default the box's diagonal / 1024, Instant-NGP's sqrt(3) / 1024 in its unit
+    cube). An update weighs density by step_size.
 
-
-def _flat_index(ijk: torch.Tensor, resolution: int) -> torch.Tensor:
-    """[..., 3] cell coordinates in [0, resolution) -> [...] flat index, x slowest (the grids' layout)."""
-    return (ijk[..., 0] * resolution + ijk[..., 1]) * resolution + ijk[..., 2]
-
-
-class OccupancyGrid(nn.Module):
-    """A ``resolution``^3 occupancy grid over ``aabb`` [2, 3] (world units), with :meth:`update` and :meth:`sample`.
-
-    Its state (per-cell opacity, occupancy and the occupied bounding box) is in buffers, so a saved model renders
-    as it was trained.
+    ``sample`` (:meth:`.estimator.OccupancyEstimator.sample`): intervals of length step_size centred on the points
+    near + (k + offset) step_size, near where the ray enters the occupied box (or ``clip``'s near, if later);
+    offset uniform in [0, 1) per ray with ``jitter``, else 0.5.
     """
 
     def __init__(self, aabb: torch.Tensor, resolution: int = 128, threshold: float = 0.01, decay: float = 0.95,
-                 warmup_steps: int = 256) -> None:
-        super().__init__()
-        if resolution < 1 or not 0 < decay <= 1 or threshold < 0:
-            raise ValueError(f"OccupancyGrid: need resolution >= 1, 0 < decay <= 1, threshold >= 0; got "
-                             f"{resolution}, {decay}, {threshold}")
-        self.resolution, self.threshold, self.decay, self.warmup_steps = resolution, threshold, decay, warmup_steps
-        aabb = torch.as_tensor(aabb, dtype=torch.float32).reshape(2, 3)
-        self.register_buffer("aabb", aabb.clone())
-        self.register_buffer("opacity", torch.zeros(resolution**3))
-        self.register_buffer("occupied", torch.ones(resolution**3, dtype=torch.bool))  # all, until the first update
-        self.register_buffer("bounds", aabb.clone())  # [2, 3], the occupied cells' bounding box
-        coarse = math.ceil(resolution / COARSE)
-        self.register_buffer("coarse_occupied", torch.ones(coarse**3, dtype=torch.bool))  # see _update_bounds
+                 warmup_steps: int = 256, step_size: float | None = None) -> None:
+        super().__init__(aabb, resolution, threshold, decay, warmup_steps)
+        if step_size is None:
+            step_size = float((self.aabb[1] - self.aabb[0]).norm()) / 1024
+        if not (math.isfinite(step_size) and step_size > 0):
+            raise ValueError(f"OccupancyGrid: step_size must be a positive number, got {step_size}")
+        self.step_size = float(step_size)
 
-    def cell_coordinates(self, cells: torch.Tensor) -> torch.Tensor:
-        """cells: [M] flat indices -> [M, 3] integer (x, y, z) cell coordinates, x slowest."""
-        r = self.resolution
-        return torch.stack([cells // (r * r), (cells // r) % r, cells % r], -1)
-
-    @torch.no_grad()
-    def update(self, step: int, opacity_fn: Callable[[torch.Tensor], torch.Tensor],
-               generator: torch.Generator | None = None) -> None:
-        """Refresh the grid; opacity_fn: world points [P, 3] -> opacity [P] or [P, 1] (density * step size).
-
-        In a torch.distributed group of several ranks (DDP training) every rank must call this at the same steps
-        (the training callbacks do): each draws its own cells and points, and the per-cell maxima are reduced
-        over the ranks, so all of them hold the same grid, which reflects every rank's draws."""
-        n, device = self.resolution**3, self.opacity.device
-        if step < self.warmup_steps:
-            cells = torch.arange(n, device=device)
-        else:
-            drawn = torch.randint(n, (n // 4,), device=device, generator=generator)
-            occupied = self.occupied.nonzero().squeeze(1)
-            if len(occupied) > n // 4:
-                occupied = occupied[torch.randint(len(occupied), (n // 4,), device=device, generator=generator)]
-            cells = torch.cat([drawn, occupied])
-        jitter = torch.rand(len(cells), 3, device=device, generator=generator)
-        points = self._cell_points(cells, jitter)
-        values = torch.cat([opacity_fn(points[i:i + CHUNK]).reshape(-1) for i in range(0, len(points), CHUNK)])
-        self.opacity.mul_(self.decay).scatter_reduce_(0, cells, values.to(self.opacity.dtype), "amax")
-        max_over_ranks(self.opacity)
-        self.set_opacity(self.opacity)
-
-    @torch.no_grad()
-    def set_opacity(self, opacity: torch.Tensor) -> None:
-        """Replace every cell's value (flat [resolution^3], x slowest; e.g. a loaded snapshot's) and the
-        occupancy that follows from it, as an update leaves them."""
-        self.opacity.copy_(opacity.reshape(-1))
-        self.occupied.copy_(self.opacity > min(self.threshold, self._mean_opacity()))
-        self._update_bounds()
-
-    def _mean_opacity(self) -> float:
-        """The mean the occupancy threshold is capped by: over every cell."""
-        return float(self.opacity.mean())
+    def step_size_at(self, points: torch.Tensor) -> float:
+        """points: [P, 3] world -> ``step_size``, the step everywhere."""
+        return self.step_size
 
     def _cell_points(self, cells: torch.Tensor, jitter: torch.Tensor) -> torch.Tensor:
-        """cells [M] flat indices, jitter [M, 3] in [0, 1) -> [M, 3] world points at that place in each cell."""
         lo, hi = self.aabb[0], self.aabb[1]
         return lo + (self.cell_coordinates(cells) + jitter) / self.resolution * (hi - lo)
 
     def normalized_distance(self, t: torch.Tensor) -> torch.Tensor:
-        """t [...] (distance along unit-direction rays) -> [...] t in units of the box's diagonal: the s in which
-        the samples are evenly spaced (the distortion loss's, :func:`..volume_rendering.distortion`)."""
+        """t [...] (distance along unit-direction rays) -> [...] t in units of the box's diagonal."""
         return t / (self.aabb[1] - self.aabb[0]).norm()
 
-    def _update_bounds(self) -> None:
-        """Refresh what marching reads besides ``occupied``: the occupied bounding box, and the coarse grid (a
-        coarse cell is marked when it or one of its 26 neighbours holds an occupied fine cell)."""
-        r = self.resolution
-        fine = self.occupied.view(1, 1, r, r, r).float()
-        coarse = F.max_pool3d(F.max_pool3d(fine, COARSE, COARSE, ceil_mode=True), 3, 1, padding=1)
-        self.coarse_occupied.copy_(coarse.reshape(-1) > 0)
-        occupied = self.occupied.nonzero().squeeze(1)
-        lo, hi = self.aabb[0], self.aabb[1]
-        if len(occupied) == 0:
-            self.bounds.copy_(torch.stack([lo, lo]))
-            return
-        ijk = self.cell_coordinates(occupied)
-        cell = (hi - lo) / self.resolution
-        self.bounds.copy_(torch.stack([lo + ijk.amin(0) * cell, lo + (ijk.amax(0) + 1) * cell]))
-
     def _cell_of(self, points: torch.Tensor) -> torch.Tensor:
-        """points: [..., 3] world -> [..., 3] integer fine-cell coordinates (outside [0, resolution) off the grid)."""
         lo, hi = self.aabb[0], self.aabb[1]
         return torch.floor((points - lo) / (hi - lo) * self.resolution).long()
-
-    def opacity_at(self, points: torch.Tensor) -> torch.Tensor:
-        """points: [P, 3] world -> [P] the value of the cell each lies in, 0 outside the grid."""
-        ijk = self._cell_of(points)
-        inside = ((ijk >= 0) & (ijk < self.resolution)).all(-1)
-        values = self.opacity[_flat_index(ijk.clamp(0, self.resolution - 1), self.resolution)]
-        return torch.where(inside, values, torch.zeros_like(values))
-
-    def occupied_at(self, points: torch.Tensor) -> torch.Tensor:
-        """points: [P, 3] world -> [P] bool, False outside the grid."""
-        ijk = self._cell_of(points)
-        inside = ((ijk >= 0) & (ijk < self.resolution)).all(-1)
-        return inside & self.occupied[_flat_index(ijk.clamp(0, self.resolution - 1), self.resolution)]
 
     def _coarse_range(self, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor,
                       far: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,7 +81,7 @@ class OccupancyGrid(nn.Module):
         points = origins[:, None] + t[..., None] * directions[:, None]
         ijk = self._cell_of(points).div(COARSE, rounding_mode="floor")
         ijk = ijk.clamp(0, n_coarse - 1)  # a point just outside maps to the boundary cell, a neighbour of its own
-        marked = self.coarse_occupied[_flat_index(ijk, n_coarse)]
+        marked = self.coarse_occupied[flat_index(ijk, n_coarse)]
         marked &= t < (far + h / 2)[:, None]
         hit = marked.any(1)
         first = marked.int().argmax(1)
@@ -195,9 +92,11 @@ class OccupancyGrid(nn.Module):
         return new_near, new_far
 
     def _window(self, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor, far: torch.Tensor,
-                offset: torch.Tensor, first_steps: torch.Tensor, count: int, step_size: float) -> Window:
+                offset: torch.Tensor, first_steps: torch.Tensor, count: int) -> Window:
         """Steps first_steps .. first_steps + count - 1 of rays [A] (t = near + (step + offset) * step_size) -> the
-        samples where t < far and the point is in an occupied cell (a :data:`Window`, payload (t,))."""
+        samples where t < far and the point is in an occupied cell (a :data:`.estimator.Window`: the intervals
+        [t - step_size / 2, t + step_size / 2])."""
+        step_size = self.step_size
         steps = first_steps[:, None] + torch.arange(count, device=near.device)
         t = near[:, None] + (steps + offset[:, None]) * step_size  # [A, W]
         points = origins[:, None] + t[..., None] * directions[:, None]
@@ -205,31 +104,14 @@ class OccupancyGrid(nn.Module):
         rows, k = keep.nonzero(as_tuple=True)
         next_t = near + (first_steps + count + offset) * step_size
         lengths = torch.full((len(rows),), step_size, dtype=wide_dtype(t.device), device=t.device)  # exact in tau
-        return rows, points[rows, k], lengths, (t[rows, k],), next_t < far
+        kept = t[rows, k]
+        return rows, points[rows, k], lengths, (kept - step_size / 2, kept + step_size / 2), next_t < far
 
-    @torch.no_grad()
-    def sample(self, origins: torch.Tensor, directions: torch.Tensor, step_size: float,
-               density_fn: DensityFn | None = None, early_stop_eps: float = 1e-4,
-               alpha_threshold: float = 0.0, jitter: bool = False, window: int = 16,
-               generator: torch.Generator | None = None, clip: tuple[torch.Tensor, torch.Tensor] | None = None,
-               features: bool = False) -> tuple[torch.Tensor, ...]:
-        """Samples every ``step_size`` along each ray through the occupied bounding box, in occupied cells.
-
-        origins, directions: [N, 3] (unit directions make t metric; none may be zero) -> packed (ray_indices [M]
-        int64, sorted, each ray's samples in order of t; t_starts [M]; t_ends [M]): intervals of length step_size
-        centred on the points near + (k + offset) step_size, near where the ray enters the occupied box;
-        ``jitter``: offset uniform in [0, 1) per ray (training), else 0.5. A coarse pass first skips stretches that
-        cannot meet an occupied cell. With ``density_fn`` (world points [P, 3] -> density [P] or [P, 1]) rays are
-        marched front to back, ``window`` steps at a time at first (:func:`march`), and a sample is kept only
-        while the transmittance before it exceeds ``early_stop_eps`` and its opacity 1 - exp(-density * step)
-        exceeds ``alpha_threshold``; a ray stops once its transmittance falls below early_stop_eps (Instant-NGP's
-        early ray termination). ``clip``: (near [N], far [N]) limits on t besides the occupied box (e.g. a crop
-        box). ``features``: density_fn returns (density, features [P, C]) and the kept samples' features [M, C]
-        come fourth (a renderer's reuse, :func:`march`).
-        """
-        if step_size <= 0 or not math.isfinite(step_size):
-            raise ValueError(f"sample: step_size must be a positive number, got {step_size}")
-        check_sample_arguments(origins, directions, early_stop_eps, alpha_threshold, window)
+    def _marching(self, origins: torch.Tensor, directions: torch.Tensor, jitter: bool,
+                  generator: torch.Generator | None, clip: tuple[torch.Tensor, torch.Tensor] | None
+                  ) -> tuple[torch.Tensor, torch.Tensor, WindowFn]:
+        """Each ray's steps from where it enters the occupied box (or clip's near), skipping at first what the
+        coarse pass finds empty (:meth:`_coarse_range`), up to where it leaves the box (or clip's far)."""
         n, device = len(origins), origins.device
         near, far = ray_box_intersection(origins, directions, self.bounds)
         if clip is not None:
@@ -239,61 +121,11 @@ class OccupancyGrid(nn.Module):
         else:
             offset = torch.full((n,), 0.5, device=device)
         start, end = self._coarse_range(origins, directions, near, far) if n else (near, far)
-        first_steps = torch.floor((start - near) / step_size).clamp_min(0).long()  # keeps the points of near's grid
+        first_steps = torch.floor((start - near) / self.step_size).clamp_min(0).long()  # keeps near's grid points
         alive = (end > start).nonzero().squeeze(1)  # rays still marching, ascending
 
         def window_of(alive: torch.Tensor, first: torch.Tensor, count: int) -> Window:
             return self._window(origins[alive], directions[alive], near[alive], end[alive], offset[alive], first,
-                                count, step_size)
+                                count)
 
-        rays, (t, *kept_features) = march(n, alive, first_steps, window, window_of, density_fn, early_stop_eps,
-                                          alpha_threshold, origins.new_zeros(0), n_payload=1, features=features)
-        return rays, t - step_size / 2, t + step_size / 2, *kept_features
-
-
-DensityFn = Callable[[torch.Tensor], "torch.Tensor | tuple[torch.Tensor, torch.Tensor]"]
-
-
-def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int,
-          window_of: Callable[[torch.Tensor, torch.Tensor, int], Window], density_fn: DensityFn | None,
-          early_stop_eps: float, alpha_threshold: float, empty: torch.Tensor, n_payload: int,
-          features: bool = False) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-    """Front-to-back marching of n rays with early ray termination (shared by the grids' ``sample``), a window of
-    steps at a time: ``window`` steps while all rays march, then window * (rays at the start / rays still
-    marching), at most MAX_WINDOW_GROWTH times that, so the work per pass stays about even and a ray that stops
-    early wastes few density evaluations beyond its end (Instant-NGP's rule for steps between compactions).
-    alive: the marching rays, ascending; first_steps [n] int64: each ray's next step (advanced in place);
-    window_of(alive, first_steps[alive], steps) -> a :data:`Window`. With density_fn, a sample is kept only
-    while the optical depth before it is below -log(early_stop_eps) and its opacity 1 - exp(-density * length)
-    exceeds alpha_threshold; a ray stops once its optical depth reaches -log(early_stop_eps). ``features``:
-    density_fn returns (density, features [P, C]), and the kept samples' features are one more payload (so a
-    renderer need not evaluate them again; [0] when no sample is kept).
-    -> (ray_indices [M] int64 sorted, each ray's samples in order; the payloads [M], ``empty`` when none)."""
-    device = first_steps.device
-    max_depth = -math.log(early_stop_eps) if density_fn is not None else math.inf
-    depth = torch.zeros(n, dtype=wide_dtype(device), device=device)  # optical depth so far, per ray
-    found_rays: list[torch.Tensor] = []
-    found: list[tuple[torch.Tensor, ...]] = []
-    n_start = max(len(alive), 1)
-    while len(alive):
-        count = window * min(max(n_start // len(alive), 1), MAX_WINDOW_GROWTH)
-        rows, points, lengths, payload, more = window_of(alive, first_steps[alive], count)
-        rays = alive[rows]
-        if density_fn is not None:
-            density = density_fn(points)
-            if features:
-                density, point_features = density
-                payload = (*payload, point_features)
-            tau = optical_depth(density.reshape(-1).to(depth.dtype), lengths.to(depth.dtype))
-            before = depth[rays] + sum_before(tau, rays, n)
-            keep = (before < max_depth) & (1 - torch.exp(-tau) > alpha_threshold)
-            depth.index_add_(0, rays, tau)
-            rays, payload = rays[keep], tuple(p[keep] for p in payload)
-        found_rays.append(rays)
-        found.append(payload)
-        first_steps[alive] += count
-        alive = alive[more & (depth[alive] < max_depth)]
-    if not found_rays:
-        return empty.long(), (empty,) * (n_payload + features)
-    rays, order = torch.sort(torch.cat(found_rays), stable=True)  # windows come in order of t: stays per ray
-    return rays, tuple(torch.cat(parts)[order] for parts in zip(*found))
+        return alive, first_steps, window_of

@@ -11,13 +11,12 @@ distance (a cell at distance r spans about 4 r^2 / resolution scene units radial
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import torch
 
 from ..ops.precision import wide_dtype
 from .contraction import NORMS, Norm, contract, uncontract
-from .occupancy import DensityFn, OccupancyGrid, Window, check_sample_arguments, march
+from .estimator import OccupancyEstimator, Window, WindowFn
 
 MAX_STEPS = 10**8  # refuse step sequences longer than this (they would not fit in memory anyway)
 
@@ -100,13 +99,14 @@ def cone_steps(near: float, far: float, cone_angle: float, min_step: float, max_
     return steps.clamp_max_(far)
 
 
-class ContractedOccupancyGrid(OccupancyGrid):
+class ContractedOccupancyGrid(OccupancyEstimator):
     """An occupancy grid of ``resolution``^3 cells over the contracted cube [-2, 2]^3, for unbounded scenes.
 
     World points x map to grid space by y = contract((x - center) / scale, norm): ``center`` [3] and ``scale`` (half
     the scene box's extent) put the scene box at [-1, 1]^3, and contraction fits everything beyond it in the shell
-    up to norm 2 (L-inf fills the cube; L2 the ball inside it). The state (as :class:`OccupancyGrid`: per-cell
-    opacity and occupancy, plus ``center`` and ``scale``) is in buffers, so a saved model renders as trained.
+    up to norm 2 (L-inf fills the cube; L2 the ball inside it). The state (as every
+    :class:`.estimator.OccupancyEstimator`'s, plus ``center`` and ``scale``) is in buffers, so a saved model renders
+    as trained. An update weighs density by :meth:`step_size_at`.
 
     Rays are sampled on the :func:`cone_steps` boundaries from ``near`` to ``far`` (t in world units along unit
     directions; defaults 0.05 scale and 1e3 scale); ``min_step`` defaults to sqrt(3) / 1024 scale (Instant-NGP's
@@ -169,13 +169,6 @@ class ContractedOccupancyGrid(OccupancyGrid):
         y = y * ((2 - 1e-6) / r).clamp(max=1)  # strictly inside the contracted ball (cube) of radius 2
         return uncontract(y.double(), self.norm).to(y.dtype) * self.scale + self.center
 
-    @torch.no_grad()
-    def update(self, step: int, density_fn: Callable[[torch.Tensor], torch.Tensor],  # type: ignore[override]
-               generator: torch.Generator | None = None) -> None:
-        """Refresh the grid (the rule of :meth:`OccupancyGrid.update`); density_fn: world points [P, 3] -> density
-        [P] or [P, 1]. A cell's opacity is density * :meth:`step_size_at` a random point in it."""
-        super().update(step, lambda x: density_fn(x).reshape(-1) * self.step_size_at(x), generator)
-
     def _mean_opacity(self) -> float:
         """Over the cells of the scene box only (|y| < 1), as Instant-NGP takes the mean over its first cascade:
         beyond the box a cell's opacity is density * a step that grows with distance, so a mean over every cell
@@ -203,8 +196,8 @@ class ContractedOccupancyGrid(OccupancyGrid):
         ijk = self._cell_of(points)
         return self.occupied[(ijk * ijk.new_tensor([r * r, r, 1])).sum(-1)]
 
-    def _window(self, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor,  # type: ignore[override]
-                far: torch.Tensor, offset: torch.Tensor | None, first: torch.Tensor, count: int, bounds: torch.Tensor
+    def _window(self, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor, far: torch.Tensor,
+                offset: torch.Tensor | None, first: torch.Tensor, count: int, bounds: torch.Tensor
                 ) -> Window:
         """Intervals first .. first + count - 1 of rays [A]: [T(k + offset), T(k + 1 + offset)], T the piecewise
         linear map through ``bounds`` (offset None: 0), kept where the start is in [near, far) and the midpoint in
@@ -227,28 +220,13 @@ class ContractedOccupancyGrid(OccupancyGrid):
         more = (first + count < n_intervals) & (next_start < far)
         return rows, points[rows, j], ends - starts, (starts, ends), more
 
-    @torch.no_grad()
-    def sample(self, origins: torch.Tensor, directions: torch.Tensor,  # type: ignore[override]
-               density_fn: DensityFn | None = None, early_stop_eps: float = 1e-4,
-               alpha_threshold: float = 0.0, jitter: bool = False, window: int = 16,
-               generator: torch.Generator | None = None, clip: tuple[torch.Tensor, torch.Tensor] | None = None,
-               features: bool = False) -> tuple[torch.Tensor, ...]:
-        """Samples along each ray on the :func:`cone_steps` boundaries, in occupied cells.
-
-        origins, directions: [N, 3] (unit directions: t, near, far and the steps are then in world units) -> packed
-        (ray_indices [M] int64, sorted, each ray's samples in order of t; t_starts [M]; t_ends [M]). Without
-        ``jitter`` the intervals are the cone_steps intervals [t_k, t_{k+1}] whose start lies in [near, far) (all
-        K of them by default); with it, each ray's intervals are shifted by a uniform fraction u in [0, 1) of
-        their length (training), [t_k + u (t_{k+1} - t_k), t_{k+1} + u (t_{k+2} - t_{k+1})], still contiguous. An
-        interval is kept where its midpoint lies in an occupied cell. Marching is front to back for all rays
-        together, ``window`` steps at a time at first (:func:`.occupancy.march`); with ``density_fn`` (world
-        points [P, 3] -> density [P] or [P, 1]) a sample is kept only while the transmittance before it exceeds
-        ``early_stop_eps`` and its opacity 1 - exp(-density * (t_end - t_start)) exceeds ``alpha_threshold``, and
-        a ray stops once its transmittance falls below early_stop_eps. ``clip``: (near [N], far [N]) per-ray
-        limits within the grid's [near, far].
-        ``features``: as :meth:`OccupancyGrid.sample` (the kept samples' features from density_fn come fourth).
-        """
-        check_sample_arguments(origins, directions, early_stop_eps, alpha_threshold, window)
+    def _marching(self, origins: torch.Tensor, directions: torch.Tensor, jitter: bool,
+                  generator: torch.Generator | None, clip: tuple[torch.Tensor, torch.Tensor] | None
+                  ) -> tuple[torch.Tensor, torch.Tensor, WindowFn]:
+        """Each ray's intervals on the :func:`cone_steps` boundaries whose start lies in [near, far) (clip's, if
+        tighter): [t_k, t_{k+1}], or with ``jitter`` shifted by a uniform fraction u in [0, 1) of their length
+        (training), [t_k + u (t_{k+1} - t_k), t_{k+1} + u (t_{k+2} - t_{k+1})], still contiguous; an interval is
+        kept where its midpoint lies in an occupied cell."""
         n, device, dtype = len(origins), origins.device, origins.dtype
         wide = self.steps().to(device, wide_dtype(device))
         bounds = wide.to(dtype)  # t in the rays' type (float32 keeps a relative 6e-8, steps grow by cone_angle)
@@ -266,6 +244,4 @@ class ContractedOccupancyGrid(OccupancyGrid):
             return self._window(origins[alive], directions[alive], near[alive], far[alive],
                                 None if offset is None else offset[alive], first, count, bounds)
 
-        rays, payload = march(n, alive, first, window, window_of, density_fn, early_stop_eps, alpha_threshold,
-                              origins.new_zeros(0), n_payload=2, features=features)
-        return (rays, *payload)
+        return alive, first, window_of

@@ -41,7 +41,7 @@ from ..optim.losses import elementwise_loss
 from ..version import __version__
 from .evaluation import image_metrics_and_images, lpips_if_weights_on_disk
 from .field import EncodedRadianceField
-from .sampling import build_grid, crop_limits, packed_ray_samples, sample_grid, update_grid
+from .sampling import build_grid, crop_limits, packed_ray_samples
 from .settings import AutoCameraOptimizerConfig, check_model_settings, command_line_errors, saved_before_tcnn_networks
 from .weight_average import average_field_weights
 
@@ -185,7 +185,7 @@ class InrNerfModel(Model):
     def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes
                                ) -> List[TrainingCallback]:
         def update(step: int) -> None:
-            update_grid(self.occupancy, step, self.field.density_fn, self.step_size)
+            self.occupancy.update(step, self.field.density_fn)
 
         def set_step(step: int) -> None:  # coarse-to-fine encoders (Progressive) follow the training step
             set_training_step(self.field, step)
@@ -214,9 +214,8 @@ class InrNerfModel(Model):
         # each sample's frustum, which the sampler's point densities do not have
         reuse = not self.training and not self.field.cone_traced
         with record_function("inr_nerf.sample"):
-            ray_indices, starts, ends, *kept = sample_grid(
-                self.occupancy, origins, directions, self.step_size,
-                self.field.density_and_features if reuse else self.field.density_fn,
+            ray_indices, starts, ends, *kept = self.occupancy.sample(
+                origins, directions, self.field.density_and_features if reuse else self.field.density_fn,
                 early_stop_eps=self.config.early_stop_eps, alpha_threshold=alpha_threshold, jitter=self.training,
                 clip=crop_limits(ray_bundle), features=reuse)
         samples = packed_ray_samples(ray_bundle, ray_indices, starts, ends)
