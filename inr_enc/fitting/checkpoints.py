@@ -118,7 +118,10 @@ def load_group_file(fitter: Any, path: Path) -> None:
         payload = torch.load(path, map_location=fitter.device, weights_only=True)
     except Exception:
         raise ValueError(f"{path}: not a readable group checkpoint") from None
-    if payload.get("tasks") != [run["task"] for run in fitter.runs] or payload.get("config") != fitter.runs[0]:
+    config = payload.get("config")
+    if isinstance(config, dict):  # written before runs had a backend key: they ran "auto"
+        config = {"backend": "auto", **config}
+    if payload.get("tasks") != [run["task"] for run in fitter.runs] or config != fitter.runs[0]:
         raise ValueError(f"{path}: a group of other files (or since changed) or another config")
     try:
         fitter.model.load_state_dict(payload["model"])
