@@ -83,6 +83,7 @@ def test_an_old_separable_run_resumes_with_the_same_solution(tmp_path, monkeypat
     assert json.loads((run / "metrics.json").read_text())["psnr"] == pytest.approx(old_psnr, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_an_old_ns_train_checkpoint_loads_in_ns_eval(tmp_path, monkeypatch):
     pytest.importorskip("nerfstudio")
     from nerfstudio.utils.eval_utils import eval_setup

@@ -133,6 +133,7 @@ def test_bad_folder_arguments_exit_2_with_one_line(tmp_path, photos, capsys, arg
 TORCHRUN = Path(sys.executable).parent / "torchrun"  # installed with torch, next to this interpreter
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not TORCHRUN.is_file(), reason="torchrun is not next to this Python")
 def test_torchrun_ranks_share_the_files_and_give_one_process_summary(tmp_path, photos, tiny_config):
     (photos / "broken.png").unlink()

@@ -97,10 +97,28 @@ def test_spherical_harmonics_match_tcnn_polynomials_without_renormalising():
     out = build_encoder({"otype": "SphericalHarmonics", "degree": 4}, 3)(torch.from_numpy(points)).numpy()
     for i, p in enumerate(points):
         np.testing.assert_allclose(out[i], tcnn_sh_degree4(*(2 * p - 1)), atol=1e-12)
-    # The literal float32 constants printed in tcnn's sh_enc.
-    assert out.shape[1] == 16
-    assert 1 / (2 * math.sqrt(math.pi)) == pytest.approx(0.28209479177387814)
-    assert math.sqrt(70) / (8 * math.sqrt(math.pi)) == pytest.approx(0.59004358992664352)
+
+
+def tcnn_sh_float32(x, y, z):
+    """tcnn's sh_enc up to degree 4 with the literal float32 constants it prints (common_device.h), in float32."""
+    c = [np.float32(k) for k in (0.28209479177387814, 0.48860251190291987, 1.0925484305920792, 0.94617469575755997,
+                                 0.31539156525251999, 0.54627421529603959, 0.59004358992664352, 2.8906114426405538,
+                                 0.45704579946446572, 0.3731763325901154, 1.4453057213202769)]
+    xx, yy, zz, one = x * x, y * y, z * z, np.ones_like(x)
+    return np.stack([
+        c[0] * one, -c[1] * y, c[1] * z, -c[1] * x,
+        c[2] * x * y, -c[2] * y * z, c[3] * zz - c[4], -c[2] * x * z, c[5] * xx - c[5] * yy,
+        c[6] * y * (-3 * xx + yy), c[7] * x * y * z, c[8] * y * (1 - 5 * zz), c[9] * z * (5 * zz - 3),
+        c[8] * x * (1 - 5 * zz), c[10] * z * (xx - yy), c[6] * x * (-xx + 3 * yy)], 1)
+
+
+def test_spherical_harmonics_in_float32_give_tcnns_printed_constants():
+    points = RNG.random((25, 3)).astype(np.float32)
+    out = build_encoder({"otype": "SphericalHarmonics", "degree": 4}, 3)(torch.from_numpy(points)).numpy()
+    assert out.dtype == np.float32 and out.shape == (25, 16)
+    np.testing.assert_array_equal(out[:, 0], np.float32(0.28209479177387814))  # degree 0: the constant itself
+    expected = tcnn_sh_float32(*(2 * points - 1).T)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-6)  # a few float32 roundings (ulp 2.4e-7 below 3)
 
 
 def test_identity_scale_offset():

@@ -252,6 +252,7 @@ def ngp_run(configs, tmp_path_factory):
     return out / "p" / "inr-hashgrid" / "run" / "config.yml", scene
 
 
+@pytest.mark.slow
 def test_ns_train_runs_instant_ngps_base_config_and_evaluates_its_average(ngp_run):
     from nerfstudio.utils.eval_utils import eval_setup
 
@@ -270,6 +271,7 @@ def test_ns_train_runs_instant_ngps_base_config_and_evaluates_its_average(ngp_ru
     assert np.isfinite(pipeline.model.get_outputs(pipeline.datamanager.next_train(0)[0])["rgb"].detach()).all()
 
 
+@pytest.mark.slow
 def test_inr_snapshot_exports_and_imports_a_run_that_ns_render_renders_the_same(ngp_run, tmp_path):
     from nerfstudio.utils.eval_utils import eval_setup
 

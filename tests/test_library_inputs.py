@@ -218,11 +218,23 @@ def test_config_buffers_are_declared_where_state_dicts_hold_them():
 
 
 def test_random_fourier_loads_its_own_weights():
+    x = torch.rand(5, 2)
+    source = _rf(sigma=10.0)
+    saved = source.state_dict()
     enc = _rf(sigma=10.0)
-    enc.load_state_dict(_rf(sigma=10.0).state_dict())
-    enc.double().load_state_dict(_rf(sigma=10.0).state_dict())  # dtype differs, values the same
-    _rf(sigma=10.0).load_state_dict(enc.state_dict())
-    _rf(sigma=10.0).load_state_dict({}, strict=False)  # missing: nn.Module's rules
+    result = enc.load_state_dict(saved)
+    assert result.missing_keys == result.unexpected_keys == []
+    assert torch.equal(enc.frequencies, saved["frequencies"]) and torch.equal(enc(x), source(x))
+    wide = _rf(sigma=10.0).double()
+    wide.load_state_dict(saved)  # dtype differs, values the same
+    assert wide.frequencies.dtype == torch.float64 and torch.equal(wide.frequencies.float(), saved["frequencies"])
+    torch.testing.assert_close(wide(x.double()).float(), source(x), rtol=0, atol=1e-5)  # float32's phase rounding
+    narrow = _rf(sigma=10.0)
+    narrow.load_state_dict(wide.state_dict())
+    assert narrow.frequencies.dtype == torch.float32 and torch.equal(narrow.frequencies, saved["frequencies"])
+    kept = _rf(sigma=10.0)
+    result = kept.load_state_dict({}, strict=False)  # missing: nn.Module's rules (reported, own buffer kept)
+    assert result.missing_keys == ["frequencies"] and torch.equal(kept.frequencies, saved["frequencies"])
 
 
 def test_a_field_holding_random_fourier_loads_by_its_prefix():

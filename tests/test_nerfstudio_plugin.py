@@ -46,12 +46,14 @@ def small_model(encoding=None, **kwargs):
     return config.setup(scene_box=SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3])), num_train_data=4)
 
 
+@pytest.mark.slow
 def test_ns_train_lists_our_methods():
     help_text = run(BIN / "ns-train", "--help").stdout
     for name in METHODS:
         assert name in help_text
 
 
+@pytest.mark.slow
 def test_methods_import_and_train_without_a_tcnn_warning_when_tinycudann_raises(tmp_path):
     # without a GPU, importing tinycudann raises OSError (EnvironmentError) "Unknown compute capability"; nerfstudio
     # catches that one, prints one line, and imports; our methods must import, build and run a step, adding nothing
@@ -158,6 +160,7 @@ def test_bad_settings_in_python_raise_value_errors_naming_the_setting():
         tyro.cli(build_in_a_tyro_program, args=[])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, message", [
     (["--pipeline.model.encoding-config", '{"otype": "HashGrid", "n_levles": 4}'],
      "ns-train: encoding_config: HashGrid: unknown config key 'n_levles' (did you mean 'n_levels'?); valid keys: "
@@ -241,6 +244,7 @@ def trained(tmp_path_factory):
     return out / "primitives" / "inr-hashgrid" / "run"
 
 
+@pytest.mark.slow
 def test_checkpoints_load_with_weights_only(trained):
     checkpoint = max((trained / "nerfstudio_models").glob("step-*.ckpt"))
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)  # torch >= 2.6's default, made explicit
@@ -248,6 +252,7 @@ def test_checkpoints_load_with_weights_only(trained):
     assert any(key.endswith("field.position_encoder.params") for key in state["pipeline"])
 
 
+@pytest.mark.slow
 def test_ns_train_then_ns_eval_beats_the_untrained_model(trained):
     output = trained / "eval.json"
     run(BIN / "ns-eval", "--load-config", trained / "config.yml", "--output-path", output)
@@ -261,6 +266,7 @@ def test_ns_train_then_ns_eval_beats_the_untrained_model(trained):
     assert results["psnr"] > untrained["psnr"] + 3, (results["psnr"], untrained["psnr"])
 
 
+@pytest.mark.slow
 def test_load_dir_resumes_training(trained, tmp_path):
     run(BIN / "ns-train", "inr-hashgrid", "--machine.device-type", "cpu", "--max-num-iterations", 2,
         "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True", "--output-dir", tmp_path,
@@ -269,6 +275,7 @@ def test_load_dir_resumes_training(trained, tmp_path):
     assert [p.name for p in resumed] == ["step-000000031.ckpt"]
 
 
+@pytest.mark.slow
 def test_ns_render_renders_the_test_views(trained, tmp_path):
     run(BIN / "ns-render", "dataset", "--load-config", trained / "config.yml", "--split", "test",
         "--rendered-output-names", "rgb", "--output-path", tmp_path)

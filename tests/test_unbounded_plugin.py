@@ -80,6 +80,7 @@ def test_a_contracted_model_learns_the_sky_as_density_beyond_the_box():
     assert float(ends.max()) > 100  # rays are sampled far beyond the box (cone-angle steps)
 
 
+@pytest.mark.slow
 def test_ns_train_then_ns_eval_on_the_unbounded_capture_beats_the_untrained_model(tmp_path):
     """The bundled 360-degree capture through ns-train's nerfstudio-data parser (COLMAP's estimated poses, so pose
     refinement too), a short run, then ns-eval on the held-out views against the same pipeline untrained."""
