@@ -36,11 +36,11 @@ from bench_limits import ceilings
 
 from inr_enc import build_encoder
 from inr_enc.field import Field, build_field
+from inr_enc.fitting.training import elementwise_loss
 from inr_enc.io import write_text_atomically
 from inr_enc.ops.grid import cpu_kernel
 from inr_enc.ops.grid.cpu_kernel import cpu_extension
 from inr_enc.optim import GridAdam, enable_sparse_gradients
-from inr_enc.fitting.training import elementwise_loss
 
 HASHGRID_2D = {**HASHGRID_3D, "log2_hashmap_size": 15, "per_level_scale": 1.5}
 GRIDS = {"2D": ("HashGrid 2D (L=16, F=2, T=2^15, scale 1.5)", HASHGRID_2D, 2),

@@ -20,8 +20,8 @@ import numpy as np
 from inr_enc import load_config
 from inr_enc.cli import main as inr_fit
 from inr_enc.config.schema import resolve_training
-from inr_enc.io import write_text_atomically
 from inr_enc.fitting.signals import write_image
+from inr_enc.io import write_text_atomically
 
 # Configs whose papers train on pixels [::2, ::2] and test on [1::2, 1::2] (Tancik et al.; Zheng et al.)
 TRAIN_SPLIT = ("relu", "nerf-pe", "tancik-gaussian", "learnable-fourier", "shifted-basis", "shifted-closed-form")

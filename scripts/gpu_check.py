@@ -27,11 +27,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inr_enc import build_encoder, load_tcnn_params, tcnn_params
-from inr_enc.field import Field
-from inr_enc.encoders.tcnn import tinycudann
 from inr_enc.encoders.grid import Grid
+from inr_enc.encoders.tcnn import tcnn_unavailable_reason, tinycudann
+from inr_enc.field import Field
 from inr_enc.ops.grid import torch_grid_encoding
-from inr_enc.encoders.tcnn import tcnn_unavailable_reason
 from inr_enc.ops.grid.triton_kernel import triton_grid_encoding, triton_unavailable_reason
 
 HASHGRID = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 19,

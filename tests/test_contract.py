@@ -8,8 +8,8 @@ from torch.func import functional_call
 
 from inr_enc import ENCODERS, build_encoder, load_config
 from inr_enc.config import available_configs
-from inr_enc.field import build_field
 from inr_enc.config.schema import resolve_training
+from inr_enc.field import build_field
 
 # One small config per otype, with its input dims, sized for gradcheck in float64.
 SMALL = {

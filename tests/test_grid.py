@@ -4,9 +4,9 @@ import math
 
 import numpy as np
 import pytest
+import reference
 import torch
 
-import reference
 from inr_enc import build_encoder
 from inr_enc.ops.grid.layout import grid_levels
 

@@ -15,10 +15,10 @@ import torch
 
 pytest.importorskip("nerfstudio")
 
+from nerf_runs import NGP_NERF_BASE, scene_with_test_views  # noqa: E402
 from nerfstudio.cameras.rays import Frustums, RaySamples  # noqa: E402
 from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 from nerfstudio.field_components.field_heads import FieldHeadNames  # noqa: E402
-from nerf_runs import NGP_NERF_BASE, scene_with_test_views  # noqa: E402
 from reference import tcnn_sh_degree4  # noqa: E402
 
 from inr_enc.nerfstudio.methods import InrTrainerConfig, inr_hashgrid  # noqa: E402

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 import torch
+from test_contract import SMALL
 
 from inr_enc import ENCODERS, Encoder, build_encoder
 from inr_enc.encoders import hybrid, latent_grid, nerf, random_fourier, shifted_basis
 from inr_enc.field import Field
-from test_contract import SMALL
 
 F32, F64 = torch.float32, torch.float64
 EXTREMES = {  # per compute dtype: the inputs, the smallest subnormal, the largest floats

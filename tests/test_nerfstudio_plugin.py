@@ -15,10 +15,9 @@ import torch
 pytest.importorskip("nerfstudio")
 
 import tyro  # noqa: E402
+from nerf_runs import scene_with_test_views  # noqa: E402
 from nerfstudio.cameras.rays import Frustums, RaySamples  # noqa: E402
 from nerfstudio.data.scene_box import SceneBox  # noqa: E402
-
-from nerf_runs import scene_with_test_views  # noqa: E402
 
 from inr_enc import build_encoder  # noqa: E402
 from inr_enc.nerf.frustum import frustum_gaussian  # noqa: E402
@@ -284,8 +283,8 @@ def test_ns_render_renders_the_test_views(trained, tmp_path):
 
 
 def test_bundled_scene_loads_with_nerfstudios_blender_parser():
-    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
     import imageio.v3 as iio
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
     parser = BlenderDataParserConfig(data=SCENE).setup()
     counts = {split: len(parser.get_dataparser_outputs(split).image_filenames) for split in ("train", "val", "test")}

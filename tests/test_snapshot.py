@@ -12,10 +12,10 @@ import torch
 
 pytest.importorskip("nerfstudio")
 
-from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples  # noqa: E402
-from nerfstudio.field_components.field_heads import FieldHeadNames  # noqa: E402
-from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 from nerf_runs import NGP_NERF_BASE  # noqa: E402
+from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples  # noqa: E402
+from nerfstudio.data.scene_box import SceneBox  # noqa: E402
+from nerfstudio.field_components.field_heads import FieldHeadNames  # noqa: E402
 from reference import level_layout  # noqa: E402
 
 from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402

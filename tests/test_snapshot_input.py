@@ -19,12 +19,12 @@ import torch
 
 pytest.importorskip("nerfstudio")
 
-from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 from fuzz import FIRST_SEED, WRONG  # noqa: E402
 from nerf_runs import NGP_NERF_BASE, SCENE  # noqa: E402
+from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 
-from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
 from inr_enc.nerfstudio import snapshot as snapshot_module  # noqa: E402
+from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
 from inr_enc.nerfstudio.snapshot import export_snapshot, read_snapshot, write_snapshot  # noqa: E402
 from inr_enc.nerfstudio.snapshot_cli import main  # noqa: E402
 from inr_enc.nerfstudio.snapshot_import import load_snapshot, snapshot_settings  # noqa: E402

@@ -8,6 +8,7 @@ import struct
 import numpy as np
 import pytest
 import torch
+from reference import encode_point, level_layout
 
 from inr_enc import load_tcnn_params, tcnn_n_params, tcnn_params
 from inr_enc.encoders import build_encoder
@@ -15,7 +16,6 @@ from inr_enc.field import Field
 from inr_enc.networks import MLP, TcnnMLP, build_network
 from inr_enc.networks.tcnn_mlp import tcnn_input_columns
 from inr_enc.ops.pcg32 import Pcg32
-from reference import encode_point, level_layout
 
 M64 = (1 << 64) - 1
 

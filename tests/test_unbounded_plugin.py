@@ -87,7 +87,6 @@ def test_ns_train_then_ns_eval_on_the_unbounded_capture_beats_the_untrained_mode
     import json
 
     import yaml
-
     from test_nerfstudio_plugin import BIN, ROOT, run
 
     result = run(BIN / "ns-train", "inr-hashgrid", "--machine.device-type", "cpu", "--max-num-iterations", 30,
