@@ -71,12 +71,12 @@ def test_one_blob_is_the_binned_quartic_kernel(n_bins):
     np.testing.assert_allclose(out.reshape(-1, 2, n_bins).sum(-1), 1.0, atol=1e-12)
 
 
-def _real_sh(l, m, direction):
+def _real_sh(band, m, direction):
     """Real SH with the Condon-Shortley phase from scipy's associated Legendre functions, in angles."""
     x, y, z = direction
     theta, phi = math.acos(z), math.atan2(y, x)
-    k = math.sqrt((2 * l + 1) / (4 * math.pi) * math.factorial(l - abs(m)) / math.factorial(l + abs(m)))
-    p = lpmv(abs(m), l, math.cos(theta))
+    k = math.sqrt((2 * band + 1) / (4 * math.pi) * math.factorial(band - abs(m)) / math.factorial(band + abs(m)))
+    p = lpmv(abs(m), band, math.cos(theta))
     if m == 0:
         return k * p
     return math.sqrt(2) * k * p * (math.cos(m * phi) if m > 0 else math.sin(-m * phi))
@@ -88,7 +88,7 @@ def test_spherical_harmonics_on_unit_directions():
     enc = build_encoder({"otype": "SphericalHarmonics", "degree": 8}, 3)
     out = enc(torch.from_numpy((directions + 1) / 2)).numpy()
     for i, v in enumerate(directions):
-        expected = [_real_sh(l, m, v) for l in range(8) for m in range(-l, l + 1)]
+        expected = [_real_sh(band, m, v) for band in range(8) for m in range(-band, band + 1)]
         np.testing.assert_allclose(out[i], expected, atol=1e-9)
 
 
