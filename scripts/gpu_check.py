@@ -37,7 +37,8 @@ HASHGRID = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log
             "base_resolution": 16, "per_level_scale": 2.0}
 CASES = [  # (name, config, d): parity on all, throughput on these
     ("HashGrid", HASHGRID, 2), ("HashGrid", HASHGRID, 3),
-    ("Frequency", {"otype": "Frequency", "n_frequencies": 12}, 2), ("Frequency", {"otype": "Frequency", "n_frequencies": 12}, 3),
+    ("Frequency", {"otype": "Frequency", "n_frequencies": 12}, 2),
+    ("Frequency", {"otype": "Frequency", "n_frequencies": 12}, 3),
     ("SphericalHarmonics", {"otype": "SphericalHarmonics", "degree": 4}, 3),
 ]
 EXTRA_GRIDS = [  # (name, config, d, dtype): Triton against torch only
@@ -78,7 +79,8 @@ def paths(config: dict, d: int) -> tuple[dict[str, Path], int]:
     return result, encoder.n_output_dims
 
 
-def evaluate(fn: Callable, params: list[torch.Tensor], x: torch.Tensor, grad: torch.Tensor) -> list[torch.Tensor | None]:
+def evaluate(fn: Callable, params: list[torch.Tensor], x: torch.Tensor,
+             grad: torch.Tensor) -> list[torch.Tensor | None]:
     """[output, input gradient, parameter gradients...] of sum(fn(x) * grad)."""
     x = x.clone().requires_grad_()
     out = fn(x)
@@ -86,7 +88,8 @@ def evaluate(fn: Callable, params: list[torch.Tensor], x: torch.Tensor, grad: to
     return [out.detach(), *grads]
 
 
-def check_parity(name: str, config: dict, d: int, dtype: torch.dtype, only: tuple[str, ...] = ("triton", "tcnn")) -> bool:
+def check_parity(name: str, config: dict, d: int, dtype: torch.dtype,
+                 only: tuple[str, ...] = ("triton", "tcnn")) -> bool:
     """Print each path's max abs differences against the torch path; False when one is beyond its tolerance."""
     all_paths, n_out = paths(config, d)
     gen = torch.Generator().manual_seed(1)
@@ -121,7 +124,8 @@ LAYOUT_CASES = [  # (n_input_dims, n_output_dims, encoding, network): tcnn's par
     (2, 3, {"otype": "Frequency", "n_frequencies": 6}, {"otype": "CutlassMLP", "n_neurons": 48, "n_hidden_layers": 1,
                                                         "activation": "Softplus", "output_activation": "Sigmoid"}),
     (5, 1, {"otype": "Identity"}, {"otype": "CutlassMLP", "n_neurons": 32, "n_hidden_layers": 3, "activation": "Sine"}),
-    (3, 3, {"otype": "SphericalHarmonics", "degree": 3}, {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1}),
+    (3, 3, {"otype": "SphericalHarmonics", "degree": 3},
+     {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1}),
 ]
 
 

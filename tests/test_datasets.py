@@ -157,7 +157,8 @@ def test_torchrun_ranks_share_the_files_and_give_one_process_summary(tmp_path, p
 def test_several_configs_are_compared_with_a_rate_distortion_plot(tmp_path, photos, tiny_config):
     (photos / "broken.png").unlink()
     wider = tmp_path / "wider.yaml"
-    wider.write_text(yaml.safe_dump({**yaml.safe_load(tiny_config.read_text()), "network": {**TINY["network"], "n_neurons": 32}}))
+    wider.write_text(yaml.safe_dump({**yaml.safe_load(tiny_config.read_text()),
+                                     "network": {**TINY["network"], "n_neurons": 32}}))
     out = tmp_path / "out"
     assert inr_fit(["images", str(photos), "--config", f"{tiny_config},{wider}", "--out", str(out), "--quiet"]) == 0
     compared = read_summary(out)
@@ -166,7 +167,8 @@ def test_several_configs_are_compared_with_a_rate_distortion_plot(tmp_path, phot
         per_file = read_summary(out / row["config"])
         assert len(per_file) == 3 and int(row["with_results"]) == 3
         assert float(row["psnr"]) == pytest.approx(statistics.fmean(float(r["psnr"]) for r in per_file))
-        assert float(row["bits_per_pixel"]) == pytest.approx(statistics.fmean(float(r["bits_per_pixel"]) for r in per_file))
+        assert float(row["bits_per_pixel"]) == pytest.approx(
+            statistics.fmean(float(r["bits_per_pixel"]) for r in per_file))
     assert float(compared[1]["bits_per_pixel"]) > float(compared[0]["bits_per_pixel"])  # the wider network's file
     assert iio.imread(out / "rate_distortion.png").ndim == 3
 

@@ -212,6 +212,7 @@ def test_composite_dims_to_encode_begin():
 
 
 def test_composite_unspecified_entry_takes_the_dims_left_in_order():
-    cfg = {"otype": "Composite", "nested": [{"otype": "Identity"}, {"otype": "Identity", "scale": 2.0, "n_dims_to_encode": 1}]}
+    cfg = {"otype": "Composite",
+           "nested": [{"otype": "Identity"}, {"otype": "Identity", "scale": 2.0, "n_dims_to_encode": 1}]}
     x = torch.rand(5, 3)
     torch.testing.assert_close(build_encoder(cfg, 3)(x), torch.stack([x[:, 0], x[:, 1], 2 * x[:, 2]], 1))

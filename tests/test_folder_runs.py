@@ -181,7 +181,8 @@ def test_a_saved_group_continues_under_another_together_value(tmp_path, monkeypa
     assert all(json.loads((out / f"rgb{k}" / "metrics.json").read_text())["steps"] == 12 for k in range(3))
 
 
-NAME_PARTS = ["", ".", "..", "...", "a", "A", "summary.csv", "summary.md", "rate_distortion", "con", "NUL", "lpt9", "\\",
+NAME_PARTS = ["", ".", "..", "...", "a", "A", "summary.csv", "summary.md", "rate_distortion", "con", "NUL", "lpt9",
+              "\\",
               "é", "x" * 130, " ", "-2", ".group-a-2", ".replacing-1", "config", "tensorboard", "*", "[a]"]
 
 

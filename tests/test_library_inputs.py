@@ -62,7 +62,8 @@ def test_every_finite_input_encodes_finitely_or_raises_as_documented(otype, modu
 # n_frequencies 32 for pi 2^k: at 63 and more the second derivative (pi 2^(F-1))^2 passes float32's largest value
 # at any input (a config bound, not an input one); scale "1" at 64 reaches the saturation bound's floor, 2.
 @pytest.mark.parametrize("config, d", [
-    ({"otype": "NeRF", "n_frequencies": 64, "scale": "1"}, 2), ({"otype": "NeRF", "n_frequencies": 32, "scale": "2pi"}, 2),
+    ({"otype": "NeRF", "n_frequencies": 64, "scale": "1"}, 2),
+    ({"otype": "NeRF", "n_frequencies": 32, "scale": "2pi"}, 2),
     ({"otype": "Frequency", "n_frequencies": 32}, 1), ({"otype": "TriangleWave", "n_frequencies": 64}, 1),
     ({"otype": "OneBlob", "n_bins": 1 << 12}, 1), ({"otype": "OneBlob", "n_bins": 1}, 1),
     ({"otype": "SphericalHarmonics", "degree": 8}, 3), ({"otype": "Identity"}, 2),
@@ -126,7 +127,8 @@ def test_saturating_guards_change_nothing_far_beyond_ordinary_inputs(monkeypatch
     x = (torch.rand(128, 2, generator=gen, dtype=F64) * 2 - 1) * torch.tensor([[1e6], [12.0]], dtype=F64).repeat(64, 1)
     encoders = [build_encoder(SMALL[otype][0], 2).double() for otype in ("RandomFourier", "LearnableFourier", "Hybrid")]
     encoders += [build_encoder({"otype": "NeRF", "n_frequencies": 8, "scale": "1"}, 2).double()]
-    encoders += [build_encoder({"otype": "ShiftedBasis", "n_bases": 8, "basis": b}, 2).double() for b in shifted_basis.BASES]
+    encoders += [build_encoder({"otype": "ShiftedBasis", "n_bases": 8, "basis": b}, 2).double()
+                 for b in shifted_basis.BASES]
     guarded = [enc(x) for enc in encoders]
     _guards_off(monkeypatch)
     for enc, out in zip(encoders, guarded):

@@ -66,7 +66,8 @@ print(sorted(s.config.method_name for s in (m.inr_hashgrid, m.hyb_nerf, m.inr_fo
 for spec in (m.inr_hashgrid, m.hyb_nerf, m.inr_fourier):
     model = spec.config.pipeline.model.setup(scene_box=SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3])),
                                              num_train_data=1)
-    rays = RayBundle(origins=torch.tensor([[0.0, 0.0, -4.0]]).repeat(8, 1), directions=torch.tensor([[0.0, 0.0, 1.0]]).repeat(8, 1),
+    rays = RayBundle(origins=torch.tensor([[0.0, 0.0, -4.0]]).repeat(8, 1),
+                     directions=torch.tensor([[0.0, 0.0, 1.0]]).repeat(8, 1),
                      pixel_area=torch.full((8, 1), 1e-4), camera_indices=torch.zeros(8, 1, dtype=torch.long))
     model.get_outputs(rays)["rgb"].sum().backward()
 """
@@ -125,11 +126,13 @@ BAD_SETTINGS = [  # model flags (as ns-train's, less "--pipeline.model.") -> the
     (["--encoding.log2-hashmap-size", "-3"], "encoding: HashGrid: 'log2_hashmap_size' must be in [1, 31], got -3"),
     (["--encoding.otype", "Frequency"], "encoding: Frequency: unknown config key 'n_levels'"),
     (["--network.n-neurons", "0"], "network: 'n_neurons' must be >= 1, got 0"),
-    (["--direction-encoding.degree", "12"], "direction_encoding: SphericalHarmonics: 'degree' must be in [1, 8], got 12"),
+    (["--direction-encoding.degree", "12"],
+     "direction_encoding: SphericalHarmonics: 'degree' must be in [1, 8], got 12"),
     (["--color-network.activation", "Foo"], "color_network: 'activation' must be one of "),
     (["--geo-feat-dim", "-1"], "InrNerfModelConfig: need geo_feat_dim >= 0"),
     (["--appearance-embedding-dim", "-1"], "InrNerfModelConfig: need appearance_embedding_dim >= 0"),
-    (["--camera-optimizer.trans-l2-penalty", "-0.1"], "InrNerfModelConfig: need camera_optimizer.trans_l2_penalty >= 0"),
+    (["--camera-optimizer.trans-l2-penalty", "-0.1"],
+     "InrNerfModelConfig: need camera_optimizer.trans_l2_penalty >= 0"),
     (["--camera-optimizer.rot-l2-penalty", "nan"], "InrNerfModelConfig: need camera_optimizer.rot_l2_penalty >= 0"),
 ]
 
@@ -194,7 +197,8 @@ def test_rays_that_miss_everything_render_the_background():
 def packed_samples(pixel_area):
     g = torch.Generator().manual_seed(0)
     origins = torch.randn(64, 3, generator=g) * 0.1 + torch.tensor([0.0, 0.0, -4.0])
-    directions = torch.nn.functional.normalize(torch.randn(64, 3, generator=g) * 0.1 + torch.tensor([0.0, 0.0, 1.0]), dim=-1)
+    directions = torch.nn.functional.normalize(torch.randn(64, 3, generator=g) * 0.1 + torch.tensor([0.0, 0.0, 1.0]),
+                                               dim=-1)
     starts = 3.5 + torch.rand(64, 1, generator=g)
     return RaySamples(frustums=Frustums(origins=origins, directions=directions, starts=starts, ends=starts + 0.02,
                                         pixel_area=torch.full((64, 1), pixel_area)))
@@ -292,7 +296,8 @@ def test_bundled_scene_loads_with_nerfstudios_blender_parser():
     outputs = parser.get_dataparser_outputs("test")
     assert int(outputs.cameras.width[0]) == 100 and int(outputs.cameras.height[0]) == 100
     rgba = iio.imread(outputs.image_filenames[0])
-    assert rgba.shape == (100, 100, 4) and rgba[..., 3].min() == 0 and rgba[..., 3].max() == 255  # transparent background
+    # transparent background
+    assert rgba.shape == (100, 100, 4) and rgba[..., 3].min() == 0 and rgba[..., 3].max() == 255
 
 
 def test_lpips_is_skipped_unless_its_weights_are_on_disk(tmp_path, monkeypatch):

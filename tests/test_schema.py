@@ -85,7 +85,8 @@ def test_seeds_take_torch_generators_whole_range():
     ({"encoding": {"otype": "HashGrid", "n_levels": 0}}, "HashGrid: 'n_levels' must be in [1, 128]"),
     ({"network": {"otype": "PINs"}}, "PINs: needs an encoding with frequency bands"),
     ({"network": {"otype": "Sparse"}}, "unknown network otype 'Sparse'"),
-    ({"encoding": {"otype": "Hybrid", "coarse": "Dense", "split_level": 4, "base_resolution": 2**20, "per_level_scale": 1.0,
+    ({"encoding": {"otype": "Hybrid", "coarse": "Dense", "split_level": 4, "base_resolution": 2**20,
+                   "per_level_scale": 1.0,
                    "n_levels": 8}}, "Hybrid: needs"),  # the coarse dense table beyond tcnn's uint32 offsets
 ])
 def test_bad_run_configs_name_the_section_and_key(config, message):

@@ -47,7 +47,8 @@ def trained_looking(box, seed=0):
 
 def rays(n=96, seed=1):
     g = torch.Generator().manual_seed(seed)
-    directions = torch.nn.functional.normalize(torch.randn(n, 3, generator=g) * 0.1 + torch.tensor([0.0, 1.0, 0.0]), dim=-1)
+    directions = torch.nn.functional.normalize(torch.randn(n, 3, generator=g) * 0.1 + torch.tensor([0.0, 1.0, 0.0]),
+                                               dim=-1)
     return RayBundle(origins=torch.tensor([0.2, -4.0, 0.1]).repeat(n, 1), directions=directions,
                      pixel_area=torch.full((n, 1), 1e-4), camera_indices=torch.zeros(n, 1, dtype=torch.long))
 
@@ -93,7 +94,8 @@ def test_the_snapshot_holds_what_instant_ngps_testbed_reads(tmp_path):
     model = trained_looking(((-1.5,) * 3, (1.5,) * 3))
     snapshot = export_snapshot(model, step=12)
     section = snapshot["snapshot"]
-    assert (section["version"], section["mode"], section["density_grid_size"], section["training_step"]) == (1, "nerf", 128, 12)
+    assert ((section["version"], section["mode"], section["density_grid_size"], section["training_step"])
+            == (1, "nerf", 128, 12))
     assert section["nerf"]["aabb_scale"] == 1 and set(section["nerf"]["rgb"]) == {
         "rays_per_batch", "measured_batch_size", "measured_batch_size_before_compaction"}
     assert section["aabb"] == {"min": [0.0] * 3, "max": [1.0] * 3} and section["params_type"] == "float"
@@ -159,7 +161,8 @@ def test_a_snapshot_instant_ngp_wrote_is_read_through_its_dataset_transform():
     assert torch.allclose(colours[0][inside], colours[1][inside], atol=2e-3)
     # its occupancy: each of our cells takes the Instant-NGP cell it falls in (thickness -> density * our step)
     grid_values = np.frombuffer(snapshot["snapshot"]["density_grid_binary"], dtype="<f2")
-    centre = model.occupancy.aabb[0] + (torch.tensor([10, 64, 90]) + 0.5) / 128 * (model.occupancy.aabb[1] - model.occupancy.aabb[0])
+    centre = model.occupancy.aabb[0] + (torch.tensor([10, 64, 90]) + 0.5) / 128 * (
+        model.occupancy.aabb[1] - model.occupancy.aabb[0])
     cell = ((centre.double() * scale + torch.tensor(offset, dtype=torch.float64))[[1, 2, 0]] * 128).floor().long()
     expected = float(grid_values[morton_reference(*cell.tolist())]) / MIN_CONE_STEPSIZE * scale * model.step_size
     assert float(model.occupancy.opacity_at(centre[None])[0]) == pytest.approx(expected, rel=1e-5)

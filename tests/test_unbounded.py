@@ -32,7 +32,8 @@ def unit(v):
     return torch.nn.functional.normalize(v, dim=-1)
 
 
-@pytest.mark.parametrize("settings", [TYPICAL, DISPARITY, (0.0, 10.305, 0.0, 0.01, 0.01), (0.1, 500.0, 1 / 128, 0.01, 1.0),
+@pytest.mark.parametrize("settings", [TYPICAL, DISPARITY, (0.0, 10.305, 0.0, 0.01, 0.01),
+                                      (0.1, 500.0, 1 / 128, 0.01, 1.0),
                                       (0.3, 40.7, 0.1, 0.05, 2.0), (2.0, 3.0, 0.5, 1e-3, 0.3),
                                       (0.1, 500.0, 1 / 128, 0.01, 1.0, 0.01), (0.3, 40.7, 0.1, 0.05, 2.0, 0.3),
                                       (0.0, 100.0, 0.0, 0.01, 5.0, 0.02), (0.5, 1e4, 0.01, 1e-3, 1e10, 1e-5)])
@@ -227,11 +228,13 @@ def test_state_dict_round_trip_and_bad_settings():
             grid.sample(origins, directions, **kwargs)
 
 
-@pytest.mark.parametrize("grid", [OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), 8), ContractedOccupancyGrid(resolution=8)])
+@pytest.mark.parametrize("grid", [OccupancyGrid(torch.tensor([[-1.0] * 3, [1.0] * 3]), 8),
+                                  ContractedOccupancyGrid(resolution=8)])
 def test_both_grids_refuse_bad_sample_arguments(grid):
     rays = torch.zeros(4, 3), torch.tensor([[1.0, 0.0, 0.0]] * 4)
     step = (0.1,) if type(grid) is OccupancyGrid else ()
-    for kwargs, message in (({"early_stop_eps": 0.0}, "0 < early_stop_eps < 1"), ({"alpha_threshold": 1.0}, "alpha_threshold < 1"),
+    for kwargs, message in (({"early_stop_eps": 0.0}, "0 < early_stop_eps < 1"),
+                            ({"alpha_threshold": 1.0}, "alpha_threshold < 1"),
                             ({"window": 0}, "window >= 1")):
         with pytest.raises(ValueError, match=message):
             grid.sample(*rays, *step, **kwargs)
@@ -264,7 +267,8 @@ def test_sampled_features_are_the_density_pass_at_the_kept_samples(contracted):
     """sample(..., features=True): the same samples, and density_fn's features of exactly the kept ones (what
     the plugin renders from without evaluating the field again)."""
     g = torch.Generator().manual_seed(5)
-    grid = ContractedOccupancyGrid(resolution=16) if contracted else OccupancyGrid(torch.tensor([[-2.0] * 3, [2.0] * 3]), 16)
+    grid = (ContractedOccupancyGrid(resolution=16) if contracted
+            else OccupancyGrid(torch.tensor([[-2.0] * 3, [2.0] * 3]), 16))
     grid.update(0, lambda x: solid_sphere_and_sky(x) * 0.01, generator=g)
     step = () if contracted else (0.02,)
     origins = unit(torch.randn(32, 3, generator=g)) * 1.5
