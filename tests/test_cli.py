@@ -180,6 +180,7 @@ def _start(tmp_path, steps):
     return process
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["ctrl-c", "kill-9"])
 def test_interrupted_run_leaves_a_valid_checkpoint_and_resumes(tmp_path, how):
     process = _start(tmp_path, steps=100000)
@@ -256,6 +257,7 @@ def test_existing_output_is_not_overwritten(tmp_path, capsys, image_path, tiny_c
     assert json.loads((out / "metrics.json").read_text())["steps"] == 8
 
 
+@pytest.mark.slow
 def test_large_image_reconstructs_in_bounded_memory(tmp_path):
     big = tmp_path / "big.png"
     ramp = np.broadcast_to(np.linspace(0, 255, 4096, dtype=np.uint8)[None, :, None], (4096, 4096, 3))
@@ -315,6 +317,7 @@ def test_16bit_colour_png_decodes_every_filter(tmp_path, channels):
     assert np.array_equal(np.vstack([np.asarray(row) for row in rows]).reshape(pixels.shape), pixels)
 
 
+@pytest.mark.slow
 def test_pins_writes_one_reconstruction_per_level_and_resumes_its_schedule(tmp_path, image_path):
     config = tmp_path / "pins.yaml"
     config.write_text(yaml.safe_dump({

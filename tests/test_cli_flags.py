@@ -40,6 +40,7 @@ def test_overrides_reach_nested_keys_with_yaml_types():
             apply_overrides(TINY, [bad])
 
 
+@pytest.mark.slow
 def test_set_changes_the_run_and_a_misspelt_key_exits_2(tmp_path, tiny, capsys):
     config, image = tiny
     out = tmp_path / "run"
