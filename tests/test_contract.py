@@ -50,7 +50,11 @@ def _randomised(encoder):
     return encoder
 
 
-@pytest.mark.parametrize("otype", sorted(SMALL))
+SLOW_GRADCHECKS = {"LatentGrid"}  # its conv upsampler's second derivatives: minutes on 2 cores
+
+
+@pytest.mark.parametrize("otype", [pytest.param(otype, marks=pytest.mark.slow) if otype in SLOW_GRADCHECKS else otype
+                                   for otype in sorted(SMALL)])
 def test_gradcheck_and_gradgradcheck(otype):
     config, d = SMALL[otype]
     enc = _randomised(build_encoder(config, d)).double()

@@ -80,6 +80,7 @@ def test_a_folder_is_fitted_with_a_summary_and_a_bad_file_is_recorded(tmp_path, 
     assert "4 files: 3 fitted, 1 failed" in summary
 
 
+@pytest.mark.slow
 def test_a_second_run_skips_finished_files_and_resumes_unfinished_ones(tmp_path, photos, tiny_config):
     out = tmp_path / "out"
     (photos / "broken.png").unlink()
@@ -94,6 +95,7 @@ def test_a_second_run_skips_finished_files_and_resumes_unfinished_ones(tmp_path,
     assert all((out / name / "checkpoint.pt").stat().st_mtime_ns == before[name] for name in "ac")
 
 
+@pytest.mark.slow
 def test_a_folder_holding_another_config_is_not_replaced_without_overwrite(tmp_path, photos, tiny_config, capsys):
     (photos / "broken.png").unlink()
     out = tmp_path / "out"
@@ -154,6 +156,7 @@ def test_torchrun_ranks_share_the_files_and_give_one_process_summary(tmp_path, p
         assert a["steps"] == b["steps"]
 
 
+@pytest.mark.slow
 def test_several_configs_are_compared_with_a_rate_distortion_plot(tmp_path, photos, tiny_config):
     (photos / "broken.png").unlink()
     wider = tmp_path / "wider.yaml"
