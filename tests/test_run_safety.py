@@ -204,6 +204,7 @@ def test_a_signal_while_importing_exits_130_with_one_line(tmp_path, image_path, 
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_second_run_is_refused_while_the_first_lives_and_a_killed_one_blocks_nothing(tmp_path, image_path):
     big = tmp_path / "big.png"
     iio.imwrite(big, np.random.default_rng(0).integers(0, 256, (200, 200, 3), dtype=np.uint8))
@@ -298,6 +299,7 @@ def test_a_signal_a_library_swallowed_is_raised_again_before_the_run_folder():
         raise_if_interrupted()  # a new block starts clean
 
 
+@pytest.mark.slow
 def test_sigterm_during_an_evaluation_stops_it_and_resume_redoes_it(tmp_path):
     """The last step's evaluation of 2^18 samples in chunks of 256 takes seconds; SIGTERM during it exits 130 within
     about a second (it used to wait for the evaluation), and --resume evaluates that step before finishing."""
