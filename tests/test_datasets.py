@@ -57,6 +57,7 @@ def test_listing_a_folder_or_a_pattern(photos):
         list_signals("image", str(photos / "missing"))
 
 
+@pytest.mark.slow
 def test_a_folder_is_fitted_with_a_summary_and_a_bad_file_is_recorded(tmp_path, photos, tiny_config, capsys):
     out = tmp_path / "out"
     code = inr_fit(["images", str(photos), "--config", str(tiny_config), "--out", str(out), "--quiet"])
@@ -109,6 +110,7 @@ def test_a_folder_holding_another_config_is_not_replaced_without_overwrite(tmp_p
     assert [r["status"] for r in read_summary(out)] == ["fitted"] * 3
 
 
+@pytest.mark.slow
 def test_audios(tmp_path, tiny_config):
     folder = tmp_path / "clips"
     folder.mkdir()
@@ -186,6 +188,7 @@ def test_default_names_and_outputs_left_out_of_the_inputs(tmp_path, photos, monk
     assert [p.name for p in found] == ["a.png", "b.png", "broken.png", "c.png"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_folder_run_resumes_its_file_mid_way(tmp_path, photos, tiny_config, monkeypatch):
     (photos / "broken.png").unlink()
     out = tmp_path / "out"

@@ -48,6 +48,7 @@ def test_safe_names():
         ["a", "a-2", "a-3", "b", "_a"]
 
 
+@pytest.mark.slow
 def test_run_folders_never_leave_out_and_the_summary_is_written(tmp_path, tiny):
     """The tester's reproduction: '...png' used to be fitted into OUT/.. (the user's folder), '..png' into OUT."""
     inputs, parent = tmp_path / "x" / "in", tmp_path / "x" / "p"

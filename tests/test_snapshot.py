@@ -70,6 +70,7 @@ def test_morton_codes_interleave_bits():
     assert morton3d(ijk).tolist() == [morton_reference(*map(int, p)) for p in ijk]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["scene.ingp", "scene.msgpack"])
 def test_export_then_import_renders_identically(name, tmp_path):
     box = ((-1.5,) * 3, (1.5,) * 3)
@@ -126,6 +127,7 @@ def test_the_snapshot_holds_what_instant_ngps_testbed_reads(tmp_path):
     assert snapshot["loss"] == {"otype": "Huber"} and snapshot["optimizer"]["otype"] == "Ema"
 
 
+@pytest.mark.slow
 def test_a_snapshot_instant_ngp_wrote_is_read_through_its_dataset_transform():
     unit = trained_looking(((0.0,) * 3, (1.0,) * 3), seed=3)  # its world is the unit cube: density per unit length
     snapshot = export_snapshot(unit)

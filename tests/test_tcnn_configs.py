@@ -206,6 +206,7 @@ def test_l2_reg_applies_to_the_network_weight_matrices_only():
     assert [p.shape for p in batch.matrix_parameters()] == [(2, *m.shape) for m in field.matrix_parameters()]
 
 
+@pytest.mark.slow
 def test_ema_runs_are_written_with_the_average_and_resume(tmp_path):
     config = copy.deepcopy(NGP_BASE)
     config["encoding"]["log2_hashmap_size"] = 12

@@ -52,6 +52,7 @@ def _rays(seed, n=128):
     return bundle, target
 
 
+@pytest.mark.slow
 def test_a_contracted_model_learns_the_sky_as_density_beyond_the_box():
     torch.manual_seed(0)
     config = InrNerfModelConfig(scene_contraction="linf", encoding=dict(SMALL_GRID), grid_resolution=16,
