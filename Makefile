@@ -6,7 +6,7 @@ PYTHON ?= python3
 TORCH ?= torch==2.13.0
 NERFSTUDIO_TORCH ?= torch==2.14.1 torchvision==0.29.1
 
-.PHONY: demo test bench
+.PHONY: demo test test-fast bench
 
 demo:
 	$(PYTHON) -m venv .venv
@@ -17,6 +17,10 @@ test:
 	$(PYTHON) -m venv .venv-test
 	.venv-test/bin/pip install -q $(NERFSTUDIO_TORCH) -e ".[dev,nerfstudio]"
 	.venv-test/bin/python -m pytest -q
+
+# The tests not marked slow (docs/development.md), in the environment `make test` made: a few minutes on 2 cores.
+test-fast:
+	.venv-test/bin/python -m pytest -q -m "not slow"
 
 # Encoder throughput and the grid paths against the hardware ceiling, with nerfstudio's torch hash grid measured
 # in the same run (needs torchvision's torch).

@@ -48,7 +48,8 @@ def write_crops(folder: Path, count: int, size: int = 32, seed: int = 0) -> None
         iio.imwrite(folder / f"crop{k:03d}.png", photo[y:y + size, x:x + size, :3])
 
 
-def timed_fit(folder: Path, files: str, config: str, overrides: list[str], steps: int, together: int) -> tuple[float, dict]:
+def timed_fit(folder: Path, files: str, config: str, overrides: list[str], steps: int,
+              together: int) -> tuple[float, dict]:
     """Seconds of one `inr-fit images` command and its summary rows by run name."""
     out = Path(tempfile.mkdtemp(dir=folder))
     args = ["images", files, "--config", config, "--set", *overrides, "--steps", str(steps), "--pictures", "none",
@@ -68,9 +69,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--out", type=Path, help="append the table to this markdown file")
     args = parser.parse_args()
-    lines = [f"Batched fitting, {args.images} crops of 32x32, {args.steps} steps, {platform.processor() or platform.machine()}, "
+    lines = [f"Batched fitting, {args.images} crops of 32x32, {args.steps} steps, "
+             f"{platform.processor() or platform.machine()}, "
              f"{torch.get_num_threads()} threads, torch {torch.__version__} "
-             f"(`python scripts/bench_batched.py --images {args.images} --alone {args.alone} --steps {args.steps}`):", "",
+             f"(`python scripts/bench_batched.py --images {args.images} --alone {args.alone} --steps {args.steps}`):",
+             "",
              "| config | one at a time (images/s) | --together (images/s) | ratio | mean PSNR alone / together (dB) "
              "| largest PSNR difference of a crop (dB) |",
              "|---|---|---|---|---|---|"]

@@ -85,7 +85,8 @@ def nerfstudio_hash_encoding() -> torch.nn.Module | None:
         return None
     levels, base, scale = HASHGRID_3D["n_levels"], HASHGRID_3D["base_resolution"], HASHGRID_3D["per_level_scale"]
     return HashEncoding(num_levels=levels, min_res=base, max_res=int(base * scale ** (levels - 1)),
-                        log2_hashmap_size=HASHGRID_3D["log2_hashmap_size"], features_per_level=2, implementation="torch")
+                        log2_hashmap_size=HASHGRID_3D["log2_hashmap_size"], features_per_level=2,
+                        implementation="torch")
 
 
 def main() -> None:
@@ -113,8 +114,10 @@ def main() -> None:
 
     if args.out:
         header = (f"Command: `python scripts/bench_encoders.py --batch {args.batch} --repeats {args.repeats}`  \n"
-                  f"{machine_line()}\n\nM samples/s; ratios are inr_enc over nerfstudio.\n\n| encoder | forward | fwd+bwd (params) | fwd+bwd (params + input) |\n|---|---|---|---|\n")
-        cells = [(name, [f"{r:.1f}x" if name.startswith("**ratio") else f"{r / 1e6:.3f}" for r in rates]) for name, *rates in rows]
+                  f"{machine_line()}\n\nM samples/s; ratios are inr_enc over nerfstudio.\n\n"
+                  "| encoder | forward | fwd+bwd (params) | fwd+bwd (params + input) |\n|---|---|---|---|\n")
+        cells = [(name, [f"{r:.1f}x" if name.startswith("**ratio") else f"{r / 1e6:.3f}" for r in rates])
+                 for name, *rates in rows]
         body = "".join(f"| {name} | {' | '.join(values)} |\n" for name, values in cells)
         write_text_atomically(args.out, header + body)
 

@@ -38,9 +38,8 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from torch.utils.cpp_extension import load_inline
-
 from bench_encoders import machine_line  # a sibling script: scripts/ is on sys.path when these run
+from torch.utils.cpp_extension import load_inline
 
 from inr_enc.io import write_text_atomically
 

@@ -5,8 +5,8 @@ shows; uses only inr_enc's public API, so two versions can be compared by runnin
     git worktree add /tmp/before 8d2dfae && PYTHONPATH=/tmp/before python scripts/bench_overhead.py
 
 Prints microseconds per forward (the fastest of ``--repeats`` timings of ``--calls`` calls each: the least disturbed
-by anything else on the machine, as timeit advises) and per
-forward+backward (to the parameters and the input), for a 3D HashGrid on backend "auto" (the C++ kernel on CPU), the same grid in
+by anything else on the machine, as timeit advises) and per forward+backward (to the parameters and the input), for a
+3D HashGrid on backend "auto" (the C++ kernel on CPU), the same grid in
 a Composite with a Frequency encoding, and a Frequency encoding alone.
 """
 

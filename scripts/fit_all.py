@@ -4,7 +4,8 @@
     python scripts/fit_all.py --images --audio data/speech.wav [--audio-configs siren-audio ...]
 
 Each config runs through ``inr-fit image`` with its own settings; the configs in TRAIN_SPLIT use --train-split
-(train on [::2, ::2], PSNR on [1::2, 1::2]), the others are scored on all pixels. ``--step-scale`` multiplies every config's steps (1.0 = the papers' protocols);
+(train on [::2, ::2], PSNR on [1::2, 1::2]), the others are scored on all pixels. ``--step-scale`` multiplies every
+config's steps (1.0 = the papers' protocols);
 ``--size`` resizes the images (512 = the papers'). The report states both. Needs scikit-image.
 """
 
@@ -20,8 +21,8 @@ import numpy as np
 from inr_enc import load_config
 from inr_enc.cli import main as inr_fit
 from inr_enc.field.schema import resolve_training
-from inr_enc.io import write_text_atomically
 from inr_enc.fitting.signals import write_image
+from inr_enc.io import write_text_atomically
 
 # Configs whose papers train on pixels [::2, ::2] and test on [1::2, 1::2] (Tancik et al.; Zheng et al.)
 TRAIN_SPLIT = ("relu", "nerf-pe", "tancik-gaussian", "learnable-fourier", "shifted-basis", "shifted-closed-form")
@@ -55,7 +56,8 @@ def main() -> None:
     parser.add_argument("--audio", type=Path, help="a WAV file to fit with --audio-configs")
     parser.add_argument("--audio-configs", nargs="+", default=list(AUDIO_CONFIGS))
     parser.add_argument("--out", type=Path, default=Path("out/results"))
-    parser.add_argument("--report", type=Path, help="the markdown table (default OUT/report.md); docs/results.md quotes these")
+    parser.add_argument("--report", type=Path,
+                        help="the markdown table (default OUT/report.md); docs/results.md quotes these")
     args = parser.parse_args()
 
     args.out.mkdir(parents=True, exist_ok=True)

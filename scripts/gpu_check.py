@@ -27,18 +27,18 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inr_enc import build_encoder, load_tcnn_params, tcnn_params
-from inr_enc.field import Field
-from inr_enc.encoders.tcnn import tinycudann
 from inr_enc.encoders.grid import Grid
+from inr_enc.encoders.tcnn import tcnn_unavailable_reason, tinycudann
+from inr_enc.field import Field
 from inr_enc.ops.grid import torch_grid_encoding
-from inr_enc.encoders.tcnn import tcnn_unavailable_reason
 from inr_enc.ops.grid.triton_kernel import triton_grid_encoding, triton_unavailable_reason
 
 HASHGRID = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 19,
             "base_resolution": 16, "per_level_scale": 2.0}
 CASES = [  # (name, config, d): parity on all, throughput on these
     ("HashGrid", HASHGRID, 2), ("HashGrid", HASHGRID, 3),
-    ("Frequency", {"otype": "Frequency", "n_frequencies": 12}, 2), ("Frequency", {"otype": "Frequency", "n_frequencies": 12}, 3),
+    ("Frequency", {"otype": "Frequency", "n_frequencies": 12}, 2),
+    ("Frequency", {"otype": "Frequency", "n_frequencies": 12}, 3),
     ("SphericalHarmonics", {"otype": "SphericalHarmonics", "degree": 4}, 3),
 ]
 EXTRA_GRIDS = [  # (name, config, d, dtype): Triton against torch only
@@ -79,7 +79,8 @@ def paths(config: dict, d: int) -> tuple[dict[str, Path], int]:
     return result, encoder.n_output_dims
 
 
-def evaluate(fn: Callable, params: list[torch.Tensor], x: torch.Tensor, grad: torch.Tensor) -> list[torch.Tensor | None]:
+def evaluate(fn: Callable, params: list[torch.Tensor], x: torch.Tensor,
+             grad: torch.Tensor) -> list[torch.Tensor | None]:
     """[output, input gradient, parameter gradients...] of sum(fn(x) * grad)."""
     x = x.clone().requires_grad_()
     out = fn(x)
@@ -87,7 +88,8 @@ def evaluate(fn: Callable, params: list[torch.Tensor], x: torch.Tensor, grad: to
     return [out.detach(), *grads]
 
 
-def check_parity(name: str, config: dict, d: int, dtype: torch.dtype, only: tuple[str, ...] = ("triton", "tcnn")) -> bool:
+def check_parity(name: str, config: dict, d: int, dtype: torch.dtype,
+                 only: tuple[str, ...] = ("triton", "tcnn")) -> bool:
     """Print each path's max abs differences against the torch path; False when one is beyond its tolerance."""
     all_paths, n_out = paths(config, d)
     gen = torch.Generator().manual_seed(1)
@@ -122,7 +124,8 @@ LAYOUT_CASES = [  # (n_input_dims, n_output_dims, encoding, network): tcnn's par
     (2, 3, {"otype": "Frequency", "n_frequencies": 6}, {"otype": "CutlassMLP", "n_neurons": 48, "n_hidden_layers": 1,
                                                         "activation": "Softplus", "output_activation": "Sigmoid"}),
     (5, 1, {"otype": "Identity"}, {"otype": "CutlassMLP", "n_neurons": 32, "n_hidden_layers": 3, "activation": "Sine"}),
-    (3, 3, {"otype": "SphericalHarmonics", "degree": 3}, {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1}),
+    (3, 3, {"otype": "SphericalHarmonics", "degree": 3},
+     {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1}),
 ]
 
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from reference_probe import SEE_CLASS, Component, Facts, gather, key_table, value_text
 
-from inr_enc.field import tcnn_sections
 from inr_enc.config.checks import recording_checks
-from inr_enc.field.schema import TRAINING_DEFAULTS, resolve_training
 from inr_enc.encoders import ENCODERS, encoder_spec
+from inr_enc.field import tcnn_sections
+from inr_enc.field.schema import TRAINING_DEFAULTS, resolve_training
 from inr_enc.io import write_text_atomically
 from inr_enc.networks import NETWORKS
 from inr_enc.optim.losses import LOSSES

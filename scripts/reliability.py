@@ -22,18 +22,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # row -> (the area, the pytest selection that measures it)
 ROWS = {
-    "configs": ("mutated configs, in-process (build_encoder, build_field, training settings)", ["tests/test_config_fuzz.py"]),
+    "configs": ("mutated configs, in-process (build_encoder, build_field, training settings)",
+                ["tests/test_config_fuzz.py"]),
     "cli": ("mutated configs through inr-fit", ["tests/test_cli_fuzz.py"]),
-    "images": ("image files", ["tests/test_signals.py", "-k", "cmyk or exif or png or palette or tiff or pixels or tiny or train_split"]),
+    "images": ("image files", ["tests/test_signals.py", "-k",
+                               "cmyk or exif or png or palette or tiff or pixels or tiny or train_split"]),
     "wav": ("WAV and other audio files", ["tests/test_signals.py", "-k", "pcm or wav or audio or samples or rate"]),
     "runs": ("kills, signals, damaged and concurrent runs", ["tests/test_run_safety.py",
              "tests/test_cli.py::test_interrupted_run_leaves_a_valid_checkpoint_and_resumes"]),
     "library": ("library inputs", ["tests/test_library_inputs.py"]),
     "plugin": ("plugin bad settings", ["tests/test_nerfstudio_plugin.py", "-k", "bad_settings"]),
     "wheel": ("the wheel", ["tests/test_wheel.py"]),
-    "folders": ("folder runs: names, the lock, changed inputs, link loops, --together groups", ["tests/test_folder_runs.py"]),
+    "folders": ("folder runs: names, the lock, changed inputs, link loops, --together groups",
+                ["tests/test_folder_runs.py"]),
     "config-files": ("config files: syntax, depth, parents, keys given twice", ["tests/test_config_files.py"]),
-    "snapshots": ("inr-snapshot import: hostile and broken snapshots, bombs, no nerfstudio", ["tests/test_snapshot_input.py"]),
+    "snapshots": ("inr-snapshot import: hostile and broken snapshots, bombs, no nerfstudio",
+                  ["tests/test_snapshot_input.py"]),
     "memory": ("memory limits (process, cgroup), signals sized from headers, networks",
                ["tests/test_memory_limits.py", "tests/test_network_memory.py"]),
 }
@@ -42,7 +46,8 @@ ROWS = {
 def measure(selection: list[str], first_seed: int = 0) -> dict[str, int]:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.xml"
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *selection],
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+                        *selection],
                        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        env={**os.environ, "INR_ENC_FUZZ_SEED": str(first_seed)})
         counts = {"cases": 0, "fine": 0, "crash": 0, "wrong": 0, "skipped": 0}

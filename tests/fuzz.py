@@ -36,7 +36,8 @@ def mutate(rng, config):
     config, done = copy.deepcopy(config), []
     for _ in range(rng.randint(1, 3)):
         paths = list(_paths(config))
-        kind = rng.choice(["value", "value", "value", "scale", "scale", "delete", "misspell", "section", "otype", "nest"])
+        kind = rng.choice(["value", "value", "value", "scale", "scale", "delete", "misspell", "section", "otype",
+                           "nest"])
         if kind == "section" or not paths:
             section = rng.choice(SECTIONS)
             config[section] = rng.choice(WRONG)

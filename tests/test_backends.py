@@ -19,7 +19,8 @@ needs_cpp = pytest.mark.skipif(kernel_unavailable_reason("cpp", x2) is not None,
 
 
 def composite(backend):
-    config = {"otype": "Composite", "nested": [{**GRID, "n_dims_to_encode": 2}, {"otype": "Frequency", "n_frequencies": 2}]}
+    config = {"otype": "Composite",
+              "nested": [{**GRID, "n_dims_to_encode": 2}, {"otype": "Frequency", "n_frequencies": 2}]}
     return build_encoder(config, 3, backend)
 
 
@@ -53,7 +54,8 @@ def test_each_encoder_declares_its_implementations_and_torch_always_runs():
 
 
 def test_a_backend_the_encoder_lacks_is_refused_at_construction():
-    with pytest.raises(ValueError, match=r"Frequency: backend 'cpp' has no implementation of this encoding; it has tcnn, torch"):
+    with pytest.raises(ValueError,
+                       match=r"Frequency: backend 'cpp' has no implementation of this encoding; it has tcnn, torch"):
         build_encoder({"otype": "Frequency"}, 2, backend="cpp")
     with pytest.raises(ValueError, match="NeRF: backend 'triton' has no implementation"):
         build_encoder({"otype": "Progressive", "nested": {"otype": "NeRF"}}, 2, backend="triton")

@@ -13,8 +13,8 @@ import torch
 import yaml
 from runs import write_tiny_config
 
-from inr_enc.field import batch as field_batch
 from inr_enc.cli import main as inr_fit
+from inr_enc.field import batch as field_batch
 from inr_enc.fitting import batched
 from inr_enc.fitting.batched import plan_groups
 from inr_enc.fitting.loop import Fitter
@@ -73,7 +73,8 @@ def test_a_batched_run_resumes_with_more_steps_like_a_run_alone(tmp_path, crops,
     args = ["images", str(crops / "rgb*.png"), "--config", str(config), "--quiet", "--pictures", "none", "--out"]
     assert inr_fit(args + [str(out), "--together", "5"]) == 0
     assert inr_fit(["image", "--resume", str(out / "rgb1"), "--steps", "20", "--quiet"]) == 0
-    straight = ["image", str(crops / "rgb1.png"), "--config", str(config), "--quiet", "--out", str(tmp_path / "straight")]
+    straight = ["image", str(crops / "rgb1.png"), "--config", str(config), "--quiet",
+                "--out", str(tmp_path / "straight")]
     assert inr_fit(straight) == 0
     assert inr_fit(["image", "--resume", str(tmp_path / "straight"), "--steps", "20", "--quiet"]) == 0
     resumed = json.loads((out / "rgb1" / "metrics.json").read_text())
@@ -175,7 +176,8 @@ def test_a_diverging_model_is_reported_and_the_others_finish(tmp_path, crops, mo
 def test_configs_that_cannot_be_batched_fail_before_fitting(tmp_path, crops, capsys):
     config = tmp_path / "pins.yaml"
     config.write_text(yaml.safe_dump({"encoding": {"otype": "LearnableFourier"}, "training": {"steps": 2}}))
-    assert inr_fit(["images", str(crops), "--config", str(config), "--together", "4", "--out", str(tmp_path / "o")]) == 2
+    assert inr_fit(["images", str(crops), "--config", str(config), "--together", "4",
+                    "--out", str(tmp_path / "o")]) == 2
     assert "cannot be fitted in batches" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
     assert inr_fit(["image", str(crops / "rgb0.png"), "--together", "4"]) == 2

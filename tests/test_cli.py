@@ -54,9 +54,11 @@ def test_image_outputs(tmp_path, image_path, tiny_config):
     assert metrics["bits_per_pixel"] == pytest.approx(8 * size / 120)
     # psnr_file is recomputed here from the written reconstruction; PSNR from the float model is close to it
     target = iio.imread(tmp_path / "img.png") / 255.0
-    assert metrics["psnr_file"] == pytest.approx(10 * np.log10(1 / np.mean((recon / 255.0 - target) ** 2)), rel=1e-6)  # float32 pixels
+    # float32 pixels
+    assert metrics["psnr_file"] == pytest.approx(10 * np.log10(1 / np.mean((recon / 255.0 - target) ** 2)), rel=1e-6)
     assert metrics["psnr"] == pytest.approx(metrics["psnr_file"], abs=0.05)
-    assert metrics["psnr_float16"] == pytest.approx(metrics["psnr"], abs=0.05)  # half-precision weights cost little here
+    # half-precision weights cost little here
+    assert metrics["psnr_float16"] == pytest.approx(metrics["psnr"], abs=0.05)
     history = torch.load(out / "checkpoint.pt", weights_only=True)["history"]
     best = max(history, key=lambda h: h["psnr"])
     assert (metrics["best_psnr"], metrics["best_psnr_step"]) == (best["psnr"], best["step"])
@@ -102,14 +104,16 @@ def test_audio(tmp_path, tiny_config, sample_format, channels):
     assert "bits_per_sample" in metrics and "ssim" not in metrics
     written = read_audio(tmp_path / "run" / "reconstruction.wav").samples  # the file's PCM against the input's
     original = read_audio(tmp_path / "in.wav").samples
-    assert metrics["psnr_file"] == pytest.approx(10 * np.log10(4 / np.mean((written - original) ** 2, dtype=np.float64)))
+    assert metrics["psnr_file"] == pytest.approx(
+        10 * np.log10(4 / np.mean((written - original) ** 2, dtype=np.float64)))
 
 
 def test_train_split_scores_the_other_pixels(tmp_path, tiny_config):
     image = np.zeros((10, 10), dtype=np.uint8)
     image[1::2, 1::2] = 255  # test pixels white, training pixels black: a fit of the training pixels fails the test
     iio.imwrite(tmp_path / "grid.png", image)
-    assert fit("image", tmp_path / "grid.png", "--config", tiny_config, "--out", tmp_path / "run", "--train-split", "--steps", 40) == 0
+    assert fit("image", tmp_path / "grid.png", "--config", tiny_config, "--out", tmp_path / "run", "--train-split",
+               "--steps", 40) == 0
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["psnr_train"] > metrics["psnr"] + 3
 
@@ -125,7 +129,8 @@ def _curve(state):
 
 def test_same_seed_repeats_bit_for_bit(tmp_path, image_path, tiny_config):
     for name, seed in (("a", 5), ("b", 5), ("c", 6)):
-        assert fit("image", image_path, "--config", tiny_config, "--out", tmp_path / name, "--seed", seed, "--batch-size", 30) == 0
+        assert fit("image", image_path, "--config", tiny_config, "--out", tmp_path / name, "--seed", seed,
+                   "--batch-size", 30) == 0
     a, b, c = (_final_state(tmp_path / n) for n in "abc")
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]) and _curve(a) == _curve(b)
     assert not all(torch.equal(a["model"][k], c["model"][k]) for k in a["model"])
@@ -175,6 +180,7 @@ def _start(tmp_path, steps):
     return process
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["ctrl-c", "kill-9"])
 def test_interrupted_run_leaves_a_valid_checkpoint_and_resumes(tmp_path, how):
     process = _start(tmp_path, steps=100000)
@@ -229,7 +235,8 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, capsys, image_path, tiny_conf
         assert code == 2 and message in err and len(err.splitlines()) == 1 and "Traceback" not in err, (args, err)
     for args, message in [
         (("image", "--resume", tmp_path / "nothing"), "no run to resume"),
-        (("image", "--resume", tmp_path / "nothing", "--lr", "0.1"), "--resume continues with the saved config; drop --lr"),
+        (("image", "--resume", tmp_path / "nothing", "--lr", "0.1"),
+         "--resume continues with the saved config; drop --lr"),
     ]:
         code, err = _bad(capsys, *args)
         assert code == 2 and message in err and len(err.splitlines()) == 1 and "Traceback" not in err, (args, err)
@@ -250,6 +257,7 @@ def test_existing_output_is_not_overwritten(tmp_path, capsys, image_path, tiny_c
     assert json.loads((out / "metrics.json").read_text())["steps"] == 8
 
 
+@pytest.mark.slow
 def test_large_image_reconstructs_in_bounded_memory(tmp_path):
     big = tmp_path / "big.png"
     ramp = np.broadcast_to(np.linspace(0, 255, 4096, dtype=np.uint8)[None, :, None], (4096, 4096, 3))
@@ -309,6 +317,7 @@ def test_16bit_colour_png_decodes_every_filter(tmp_path, channels):
     assert np.array_equal(np.vstack([np.asarray(row) for row in rows]).reshape(pixels.shape), pixels)
 
 
+@pytest.mark.slow
 def test_pins_writes_one_reconstruction_per_level_and_resumes_its_schedule(tmp_path, image_path):
     config = tmp_path / "pins.yaml"
     config.write_text(yaml.safe_dump({
@@ -391,7 +400,8 @@ def test_closed_form_misuse_is_a_clear_error(tmp_path, image_path, task, config,
 def test_latent_grid_resolution_follows_the_signal(tmp_path, image_path):
     config = tmp_path / "latent.yaml"
     config.write_text(yaml.safe_dump({
-        "encoding": {"otype": "LatentGrid", "n_latent_channels": 2, "n_hidden_channels": 2, "n_features": 2, "n_frequencies": 1},
+        "encoding": {"otype": "LatentGrid", "n_latent_channels": 2, "n_hidden_channels": 2, "n_features": 2,
+                     "n_frequencies": 1},
         "network": {"otype": "PatchMLP", "patches": [2, 3], "n_neurons": 4, "n_hidden_layers": 1},
         "training": {"steps": 2, "eval_every": 1}}))
     out = tmp_path / "run"

@@ -40,6 +40,7 @@ def test_overrides_reach_nested_keys_with_yaml_types():
             apply_overrides(TINY, [bad])
 
 
+@pytest.mark.slow
 def test_set_changes_the_run_and_a_misspelt_key_exits_2(tmp_path, tiny, capsys):
     config, image = tiny
     out = tmp_path / "run"
@@ -83,7 +84,8 @@ def test_metrics_and_config_record_what_ran(tmp_path, tiny):
     _, image = tiny
     out, config = tmp_path / "run", tmp_path / "grid.yaml"
     grid = {"otype": "HashGrid", "n_levels": 4, "log2_hashmap_size": 10, "base_resolution": 4, "per_level_scale": 1.5}
-    config.write_text(yaml.safe_dump({**yaml.safe_load(write_tiny_config(tmp_path, steps=4).read_text()), "encoding": grid}))
+    config.write_text(yaml.safe_dump({**yaml.safe_load(write_tiny_config(tmp_path, steps=4).read_text()),
+                                      "encoding": grid}))
     assert inr_fit(["image", str(image), "--config", str(config), "--out", str(out), "--quiet", "--device", "cpu"]) == 0
     metrics = json.loads((out / "metrics.json").read_text())
     saved = yaml.safe_load((out / "config.yaml").read_text())

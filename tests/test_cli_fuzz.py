@@ -14,6 +14,8 @@ from fuzz import FIRST_SEED, NAMED, mutate
 
 from inr_enc.cli import main as inr_fit
 
+pytestmark = pytest.mark.slow  # 40 inr-fit runs
+
 N_CASES = 40
 
 

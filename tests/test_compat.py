@@ -31,6 +31,7 @@ SEPARABLE_RUN = ROOT / "tests" / "data" / "separable-main-8d2dfae"
 NS_RUN = Path("tests") / "data" / "nerfstudio-main-8d2dfae" / "inr-hashgrid" / "run"  # config.yml paths are relative
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(kernel_unavailable_reason("cpp", torch.zeros(1, 2)) is not None,
                     reason="the fixture was written on the C++ kernel; bit-identical results need it")
 def test_an_old_inr_fit_run_resumes_and_continues_the_same_curve(tmp_path, monkeypatch):
@@ -83,6 +84,7 @@ def test_an_old_separable_run_resumes_with_the_same_solution(tmp_path, monkeypat
     assert json.loads((run / "metrics.json").read_text())["psnr"] == pytest.approx(old_psnr, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_an_old_ns_train_checkpoint_loads_in_ns_eval(tmp_path, monkeypatch):
     pytest.importorskip("nerfstudio")
     from nerfstudio.utils.eval_utils import eval_setup
@@ -94,7 +96,12 @@ def test_an_old_ns_train_checkpoint_loads_in_ns_eval(tmp_path, monkeypatch):
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads(output.read_text())["results"]
-    assert results["num_rays_per_sec"] > 0 and 0 < results["ssim"] <= 1 and results["psnr"] > 5
+    # what this checkpoint gives on the scene's 20 test views (ns-eval at 8e693f1, twice: PSNR 12.7569 dB, SSIM
+    # 0.7189). 0.05 dB is 1.2% of the mean squared error: room for float32 sums rounded in another order on another
+    # CPU. After 6 iterations every view renders as the background (the field's density scaled by 1.5 gives the same
+    # PSNR to the last bit), so this pins the evaluation (test split, background, metrics); the weights are below.
+    assert results["psnr"] == pytest.approx(12.757, abs=0.05) and results["ssim"] == pytest.approx(0.719, abs=0.005)
+    assert results["num_rays_per_sec"] > 0
     monkeypatch.chdir(ROOT)
     _, pipeline, checkpoint, step = eval_setup(NS_RUN / "config.yml", test_mode="test")
     saved = torch.load(checkpoint, map_location="cpu", weights_only=True)["pipeline"]

@@ -10,9 +10,9 @@ import pytest
 from inr_enc.cli import main as inr_fit
 from inr_enc.config.checks import MAX_DEPTH, MAX_NESTED
 from inr_enc.config.files import MAX_PARENTS, apply_overrides, load_config
-from inr_enc.field.schema import resolve_run
 from inr_enc.encoders import build_encoder, encoder_spec
 from inr_enc.field import build_field
+from inr_enc.field.schema import resolve_run
 
 TASK = {"kind": "image", "path": "photo.png"}
 DEEP = 1000  # far past Python's recursion limit in every recursive resolver
@@ -62,7 +62,8 @@ def test_a_parent_chain_longer_than_the_limit_is_refused(tmp_path):
     for i in range(1, MAX_PARENTS + 2):
         (tmp_path / f"f{i}.json").write_text(f'{{"parent": "f{i - 1}.json", "k{i}": {i}}}')
     assert len(load_config(tmp_path / f"f{MAX_PARENTS}.json")) == MAX_PARENTS + 1
-    one_line_error(lambda: load_config(tmp_path / f"f{MAX_PARENTS + 1}.json"), f"more than {MAX_PARENTS} 'parent' configs")
+    one_line_error(lambda: load_config(tmp_path / f"f{MAX_PARENTS + 1}.json"),
+                   f"more than {MAX_PARENTS} 'parent' configs")
 
 
 def test_a_parent_outside_the_named_files_folder_is_refused_unless_allowed(tmp_path, monkeypatch):
@@ -101,18 +102,22 @@ def test_deeply_nested_configs_passed_as_dicts_are_value_errors_naming_the_path(
 
 
 def test_the_deepest_allowed_nesting_builds_and_any_deep_value_is_refused():
-    assert build_encoder(composite(MAX_NESTED), 2).spec.n_output_dims == build_encoder({"otype": "Frequency"}, 2).spec.n_output_dims
+    assert (build_encoder(composite(MAX_NESTED), 2).spec.n_output_dims
+            == build_encoder({"otype": "Frequency"}, 2).spec.n_output_dims)
     assert build_encoder(progressive(MAX_NESTED), 2).n_bands > 1
     deep_list = wrapped(2000, 1, lambda c: [c])
-    for config in ({"seed": deep_list}, {"network": {"n_neurons": deep_list}}, {"encoding": {"otype": "HashGrid", "n_levels": deep_list}}):
-        one_line_error(lambda: resolve_run(config, TASK, 2, 3, [4, 4]), rf"config\.\w+.*\[0\] is nested too deep \(at most {MAX_DEPTH} levels")
+    for config in ({"seed": deep_list}, {"network": {"n_neurons": deep_list}},
+                   {"encoding": {"otype": "HashGrid", "n_levels": deep_list}}):
+        one_line_error(lambda: resolve_run(config, TASK, 2, 3, [4, 4]),
+                       rf"config\.\w+.*\[0\] is nested too deep \(at most {MAX_DEPTH} levels")
 
 
 @pytest.mark.parametrize("name, content, match", [
     ("bad.yaml", "encoding: [\n", "bad.yaml: not valid YAML: line 2, column 1: expected the node content, but found "
                                   "'<stream end>' \\(while parsing a flow node\\)"),
     ("bad.json", '{"a": [1,\n 2,, ]}', 'bad.json: not valid JSON: line 2, column 4: Unexpected ","'),
-    ("tab.yaml", "a:\n\tb: 1\n", r"tab.yaml: not valid YAML: line 2, column 1: found character '\\t' that cannot start"),
+    ("tab.yaml", "a:\n\tb: 1\n",
+     r"tab.yaml: not valid YAML: line 2, column 1: found character '\\t' that cannot start"),
     ("latin1.yaml", b"a: 1\nb: caf\xe9\n", "latin1.yaml: not UTF-8 text: byte 0xe9 at line 2, column 7"),
     ("binary.yaml", b"a: \x00\x01\x02", "binary.yaml: not valid YAML: line 1, column 4: unacceptable character #x0000"),
     ("binary.json", b"\x00\x01", r'binary.json: not valid JSON: line 1, column 1: Unexpected "\\x00"'),
@@ -131,7 +136,8 @@ def test_a_folder_is_not_a_config(tmp_path):
 
 
 @pytest.mark.parametrize("name, text, key", [
-    ("top.yaml", "encoding: {otype: Frequency}\nseed: 1\nencoding: {otype: Identity}\n", "line 3, column 1: key 'encoding'"),
+    ("top.yaml", "encoding: {otype: Frequency}\nseed: 1\nencoding: {otype: Identity}\n",
+     "line 3, column 1: key 'encoding'"),
     ("nested.yaml", "encoding:\n  otype: HashGrid\n  n_levels: 4\n  n_levels: 8\n", "line 4, column 3: key 'n_levels'"),
     ("merged.yaml", "base: &b {x: 1}\nother:\n  <<: *b\n  y: 3\n  y: 4\n", "line 5, column 3: key 'y'"),
     ("top.json", '{"seed": 1, "seed": 2}', 'Duplicate key "seed"'),
@@ -160,7 +166,8 @@ def test_set_values_that_cannot_be_used_are_one_line(assignment, match):
 @pytest.mark.parametrize("name, text, match", [
     ("bad.yaml", "encoding: [\n", "bad.yaml: not valid YAML: line 2, column 1: "),
     ("deep.json", '{"encoding": ' * 60 + "{}" + "}" * 60, "deep.json: line 1, column 209: nested deeper than"),
-    ("dup.yaml", "encoding: {otype: Frequency}\nencoding: {otype: Identity}\n", "dup.yaml: line 2, column 1: key 'encoding'"),
+    ("dup.yaml", "encoding: {otype: Frequency}\nencoding: {otype: Identity}\n",
+     "dup.yaml: line 2, column 1: key 'encoding'"),
     ("composite.json", json.dumps({"encoding": composite(60)}), "composite.json: line 1, column 285: nested deeper"),
     ("progressive.json", json.dumps({"encoding": progressive(MAX_NESTED + 1)}), "progressive.json: config.encoding"),
 ])

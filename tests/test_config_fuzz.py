@@ -11,9 +11,9 @@ from test_contract import SMALL
 
 from inr_enc import build_encoder
 from inr_enc.config import memory
-from inr_enc.field.schema import estimate_run_memory, resolve_field, resolve_run, resolve_training
 from inr_enc.encoders import RandomFourier, encoder_spec
 from inr_enc.field import Field
+from inr_enc.field.schema import estimate_run_memory, resolve_field, resolve_run, resolve_training
 from inr_enc.networks import MLP
 
 TASK = {"kind": "image", "path": "photo.png", "train_split": False}
@@ -82,7 +82,8 @@ def run_of(config, **options):
     ({"network": {"n_neurons": float("nan")}}, "network: 'n_neurons' must be an integer, got nan"),
     ({"network": {"n_neurons": float("inf")}}, "network: 'n_neurons' must be an integer, got inf"),
     ({"network": {"n_neurons": [64]}}, "network: 'n_neurons' must be an integer, got [64]"),
-    ({"network": {"n_neurons": 10**6}}, "run: parameters, a training step, evaluation and the signal (parameters 14.6 TiB"),
+    ({"network": {"n_neurons": 10**6}},
+     "run: parameters, a training step, evaluation and the signal (parameters 14.6 TiB"),
     ({"network": True}, "config: 'network' must be a mapping"),
     ({"training": 5}, "config: 'training' must be a mapping"),
     ({"encoding": "x"}, "config: 'encoding' must be a mapping"),
@@ -106,7 +107,8 @@ def run_of(config, **options):
      "Composite: 'nested' entry 0 must be an encoding config (a mapping), got int 5"),
     ({"encoding": {"otype": "Progressive", "nested": [{"otype": "NeRF"}]}},
      "Progressive: 'nested' must be the config (a mapping) of the encoder to schedule, got list"),
-    ({"network": {"otype": "PatchMLP", "patches": [1000, 1000]}}, "network: 'patches' [1000, 1000] make 1000000 patches"),
+    ({"network": {"otype": "PatchMLP", "patches": [1000, 1000]}},
+     "network: 'patches' [1000, 1000] make 1000000 patches"),
     ({"network": {"omega_0": 1e300, "activation": "Sine"}}, "network: 'omega_0' must be in (0, 100000]"),
 ])
 def test_the_fuzzers_findings_are_value_errors_naming_the_key(config, message):
@@ -121,7 +123,8 @@ def test_the_memory_estimate_refuses_and_max_memory_lifts_it():
     width = 2 + 16 + 2 * 512 + 3  # coordinates, encoding, hidden layers, output
     assert parts == {"parameters": 4 * 4 * (17 * 512 + 513 * 512 + 513 * 3), "training step": 4 * 3 * 256 * width,
                      "evaluation": 4 * 256 * width, "signal": 4 * 256 * (2 + 2 * 3)}
-    with pytest.raises(ValueError, match=r"^run: .* together need 8.3 MiB, more than the limit 8.0 MiB; pass --max-mem"):
+    with pytest.raises(ValueError,
+                       match=r"^run: .* together need 8.3 MiB, more than the limit 8.0 MiB; pass --max-mem"):
         run_of(config, max_memory=8 * 2**20)
     assert run_of(config, max_memory=memory.parse_bytes("8G"))["network"]["n_neurons"] == 512
     with pytest.raises(ValueError, match="more than the memory limit 2.0 GiB"):  # set_memory_limit's, by default
@@ -135,7 +138,8 @@ def test_encoder_parameter_counts_match_the_built_encoder(otype):
 
 
 @pytest.mark.parametrize("config, d", [
-    ({"otype": "Hybrid", "n_levels": 4, "split_level": 2, "coarse": "Dense", "log2_hashmap_size": 6, "base_resolution": 3}, 3),
+    ({"otype": "Hybrid", "n_levels": 4, "split_level": 2, "coarse": "Dense", "log2_hashmap_size": 6,
+      "base_resolution": 3}, 3),
     ({"otype": "Hybrid", "n_levels": 3, "split_level": 3, "log2_hashmap_size": 6}, 2),
     ({"otype": "LatentGrid", "resolution": [37], "n_latent_channels": 3, "n_hidden_channels": 2, "n_features": 2}, 1),
     ({"otype": "Progressive", "nested": {"otype": "HashGrid", "n_levels": 3, "log2_hashmap_size": 7}}, 2),
@@ -151,7 +155,8 @@ def test_more_encoder_parameter_counts(config, d):
     ({"otype": "Identity"}, {"n_neurons": 7, "n_hidden_layers": 3}, 2),
     ({"otype": "Frequency", "n_frequencies": 2}, {"n_neurons": 5, "bias": False}, 2),
     ({"otype": "NeRF", "n_frequencies": 5}, {"otype": "PINs", "n_levels": 3, "n_neurons": 6, "n_hidden_layers": 2}, 3),
-    ({"otype": "NeRF", "n_frequencies": 5, "include_input": False}, {"otype": "PINs", "n_levels": 2, "n_neurons": 4}, 2),
+    ({"otype": "NeRF", "n_frequencies": 5, "include_input": False}, {"otype": "PINs", "n_levels": 2, "n_neurons": 4},
+     2),
     ({"otype": "Progressive", "nested": {"otype": "NeRF", "n_frequencies": 4}}, {"otype": "PINs", "n_levels": 4}, 1),
     ({"otype": "HashGrid", "n_levels": 5, "log2_hashmap_size": 6}, {"otype": "PINs", "n_levels": 3, "n_neurons": 3}, 2),
     ({"otype": "TriangleWave", "n_frequencies": 7}, {"otype": "PINs", "n_levels": 3, "n_neurons": 3}, 2),
@@ -184,7 +189,8 @@ def test_builds_refuse_before_allocating(monkeypatch):
         MLP(2, 1, {"n_neurons": 10**6})
 
 
-@pytest.mark.parametrize("text, nbytes", [("8G", 8 * 2**30), ("512M", 512 * 2**20), ("1.5GiB", 3 * 2**29), ("2TB", 2 * 2**40),
+@pytest.mark.parametrize("text, nbytes", [("8G", 8 * 2**30), ("512M", 512 * 2**20), ("1.5GiB", 3 * 2**29),
+                                          ("2TB", 2 * 2**40),
                                           ("1024", 1024), (" 64 k ", 65536), ("1e9", 10**9), (4096, 4096)])
 def test_parse_bytes(text, nbytes):
     assert memory.parse_bytes(text) == nbytes

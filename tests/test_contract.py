@@ -22,14 +22,16 @@ SMALL = {
         {"otype": "HashGrid", "n_levels": 2, "log2_hashmap_size": 5, "base_resolution": 4, "n_dims_to_encode": 2},
         {"otype": "Frequency", "n_frequencies": 2}]}, 3),
     "Grid": ({"otype": "Grid", "type": "Hash", "n_levels": 3, "log2_hashmap_size": 6, "base_resolution": 3}, 3),
-    "HashGrid": ({"otype": "HashGrid", "n_levels": 3, "log2_hashmap_size": 5, "base_resolution": 4, "interpolation": "Smoothstep"}, 2),
+    "HashGrid": ({"otype": "HashGrid", "n_levels": 3, "log2_hashmap_size": 5, "base_resolution": 4,
+                  "interpolation": "Smoothstep"}, 2),
     "DenseGrid": ({"otype": "DenseGrid", "n_levels": 2, "base_resolution": 3, "per_level_scale": 1.5}, 2),
     "TiledGrid": ({"otype": "TiledGrid", "n_levels": 3, "base_resolution": 3}, 3),
     "NeRF": ({"otype": "NeRF", "n_frequencies": 3}, 3),
     "RandomFourier": ({"otype": "RandomFourier", "n_features": 8, "sigma": 2.0}, 2),
     "LearnableFourier": ({"otype": "LearnableFourier", "n_features": 6, "n_hidden": 4, "n_output": 3, "sigma": 1.0}, 2),
     "ShiftedBasis": ({"otype": "ShiftedBasis", "n_bases": 6, "basis": "gaussian", "width": 0.2, "axes": "diagonal"}, 2),
-    "Hybrid": ({"otype": "Hybrid", "n_levels": 3, "split_level": 1, "log2_hashmap_size": 5, "base_resolution": 3, "n_frequencies": 2}, 2),
+    "Hybrid": ({"otype": "Hybrid", "n_levels": 3, "split_level": 1, "log2_hashmap_size": 5, "base_resolution": 3,
+                "n_frequencies": 2}, 2),
     "LatentGrid": ({"otype": "LatentGrid", "resolution": [4, 4], "n_latent_channels": 2, "n_hidden_channels": 2,
                     "n_features": 2, "scale_factors": [2, 1, 1], "n_frequencies": 1}, 2),
     "Progressive": ({"otype": "Progressive", "nested": {"otype": "NeRF", "n_frequencies": 3}, "end_step": 0}, 2),
@@ -59,11 +61,16 @@ def _randomised(encoder):
     return encoder
 
 
-@pytest.mark.parametrize("otype", sorted(SMALL))
+SLOW_GRADCHECKS = {"LatentGrid"}  # its conv upsampler's second derivatives: minutes on 2 cores
+
+
+@pytest.mark.parametrize("otype", [pytest.param(otype, marks=pytest.mark.slow) if otype in SLOW_GRADCHECKS else otype
+                                   for otype in sorted(SMALL)])
 def test_gradcheck_and_gradgradcheck(otype):
     config, d = SMALL[otype]
     enc = _randomised(build_encoder(config, d)).double()
-    x = (0.05 + 0.9 * torch.rand(5, d, dtype=torch.float64, generator=torch.Generator().manual_seed(1))).requires_grad_()
+    x = (0.05 + 0.9 * torch.rand(5, d, dtype=torch.float64,
+                                 generator=torch.Generator().manual_seed(1))).requires_grad_()
     names = [n for n, _ in enc.named_parameters()]
     params = [p.detach().clone().requires_grad_() for _, p in enc.named_parameters()]
 
@@ -138,10 +145,14 @@ BAD_CONFIGS = [
     ({"otype": "RandomFourier", "sigma": -1.0}, 2, "'sigma' must be >= 0.0"),
     ({"otype": "LearnableFourier", "n_features": 7}, 2, "'n_features' (cos and sin halves) must be even"),
     ({"otype": "Composite", "nested": []}, 2, "'nested' must be a non-empty list"),
-    ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 3}]}, 2, "take 3 dims, more than the 2"),
-    ({"otype": "Composite", "nested": [{"otype": "Identity"}, {"otype": "Frequency"}]}, 2, "for a single nested encoding"),
-    ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 1, "bogus": 1}]}, 2, "unknown config key 'bogus'"),
-    ({"otype": "Composite", "reduction": "Sum", "nested": [{"otype": "Identity", "n_dims_to_encode": 1}, {"otype": "Frequency"}]},
+    ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 3}]}, 2,
+     "take 3 dims, more than the 2"),
+    ({"otype": "Composite", "nested": [{"otype": "Identity"}, {"otype": "Frequency"}]}, 2,
+     "for a single nested encoding"),
+    ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 1, "bogus": 1}]}, 2,
+     "unknown config key 'bogus'"),
+    ({"otype": "Composite", "reduction": "Sum",
+      "nested": [{"otype": "Identity", "n_dims_to_encode": 1}, {"otype": "Frequency"}]},
      2, "needs nested encodings of equal width"),
 ]
 
@@ -154,7 +165,8 @@ def test_bad_configs_raise_specific_value_errors(config, d, message):
 
 
 def test_unknown_key_lists_valid_keys():
-    with pytest.raises(ValueError, match="valid keys: base_resolution, fixed_point_pos, hash, interpolation, log2_hashmap_size"):
+    with pytest.raises(ValueError,
+                       match="valid keys: base_resolution, fixed_point_pos, hash, interpolation, log2_hashmap_size"):
         build_encoder({"otype": "HashGrid", "levels": 4}, 3)
 
 

@@ -84,13 +84,15 @@ def test_gaussians_pushed_through_match_monte_carlo(norm):
         empirical = torch.cov(contracted.T)
         footprint = float(cov_c.diagonal().sqrt().max())
         np.testing.assert_allclose(contracted.mean(0).numpy(), mean_c.numpy(), atol=0.05 * footprint)
-        np.testing.assert_allclose(empirical.numpy(), cov_c.numpy(), rtol=0.05, atol=0.02 * float(cov_c.diagonal().max()))
+        np.testing.assert_allclose(empirical.numpy(), cov_c.numpy(), rtol=0.05,
+                                   atol=0.02 * float(cov_c.diagonal().max()))
 
 
 @pytest.mark.parametrize("norm", [None, *NORMS])
 def test_unit_space_of_a_scene_box_and_its_gaussians(norm):
     """World -> unit coordinates (nerf/space.py) for a box [-1, 3] x [0, 2] x [-2, 2]: bounded, the box is [0, 1]^3;
-    contracted, the box (scaled by its largest half extent) is inside the middle half and everything else the shell; Gaussians follow the whole map's
+    contracted, the box (scaled by its largest half extent) is inside the middle half and everything else the shell;
+    Gaussians follow the whole map's
     Jacobian (autograd of to_unit, an independent derivation of the same linearisation)."""
     aabb = torch.tensor([[-1.0, 0.0, -2.0], [3.0, 2.0, 2.0]], dtype=torch.float64)
     centre, corner = torch.tensor([[1.0, 1.0, 0.0]], dtype=torch.float64), aabb[1:]
@@ -114,4 +116,5 @@ def test_unit_space_of_a_scene_box_and_its_gaussians(norm):
     for i in range(2):
         jacobian = torch.autograd.functional.jacobian(lambda p: to_unit(p, aabb, norm)[0], mean[i])
         np.testing.assert_allclose(unit_mean[i].numpy(), to_unit(mean[i], aabb, norm)[0].numpy())
-        np.testing.assert_allclose(unit_cov[i].numpy(), (jacobian @ cov[i] @ jacobian.T).numpy(), rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(unit_cov[i].numpy(), (jacobian @ cov[i] @ jacobian.T).numpy(), rtol=1e-10,
+                                   atol=1e-14)

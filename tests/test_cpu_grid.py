@@ -5,10 +5,9 @@ import pytest
 import torch
 
 from inr_enc.encoders import build_encoder
-from inr_enc.ops.grid import grid_encoding, torch_grid_encoding
 from inr_enc.encoders.backends import choose_backend
 from inr_enc.ops import cpp_extension
-from inr_enc.ops.grid import cpu_kernel, kernel_unavailable_reason
+from inr_enc.ops.grid import cpu_kernel, grid_encoding, kernel_unavailable_reason, torch_grid_encoding
 
 pytestmark = pytest.mark.skipif(cpu_kernel.cpu_extension() is None, reason="the C++ extension does not build here")
 

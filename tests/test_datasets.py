@@ -57,6 +57,7 @@ def test_listing_a_folder_or_a_pattern(photos):
         list_signals("image", str(photos / "missing"))
 
 
+@pytest.mark.slow
 def test_a_folder_is_fitted_with_a_summary_and_a_bad_file_is_recorded(tmp_path, photos, tiny_config, capsys):
     out = tmp_path / "out"
     code = inr_fit(["images", str(photos), "--config", str(tiny_config), "--out", str(out), "--quiet"])
@@ -80,6 +81,7 @@ def test_a_folder_is_fitted_with_a_summary_and_a_bad_file_is_recorded(tmp_path, 
     assert "4 files: 3 fitted, 1 failed" in summary
 
 
+@pytest.mark.slow
 def test_a_second_run_skips_finished_files_and_resumes_unfinished_ones(tmp_path, photos, tiny_config):
     out = tmp_path / "out"
     (photos / "broken.png").unlink()
@@ -94,6 +96,7 @@ def test_a_second_run_skips_finished_files_and_resumes_unfinished_ones(tmp_path,
     assert all((out / name / "checkpoint.pt").stat().st_mtime_ns == before[name] for name in "ac")
 
 
+@pytest.mark.slow
 def test_a_folder_holding_another_config_is_not_replaced_without_overwrite(tmp_path, photos, tiny_config, capsys):
     (photos / "broken.png").unlink()
     out = tmp_path / "out"
@@ -107,6 +110,7 @@ def test_a_folder_holding_another_config_is_not_replaced_without_overwrite(tmp_p
     assert [r["status"] for r in read_summary(out)] == ["fitted"] * 3
 
 
+@pytest.mark.slow
 def test_audios(tmp_path, tiny_config):
     folder = tmp_path / "clips"
     folder.mkdir()
@@ -133,6 +137,7 @@ def test_bad_folder_arguments_exit_2_with_one_line(tmp_path, photos, capsys, arg
 TORCHRUN = Path(sys.executable).parent / "torchrun"  # installed with torch, next to this interpreter
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not TORCHRUN.is_file(), reason="torchrun is not next to this Python")
 def test_torchrun_ranks_share_the_files_and_give_one_process_summary(tmp_path, photos, tiny_config):
     (photos / "broken.png").unlink()
@@ -153,10 +158,12 @@ def test_torchrun_ranks_share_the_files_and_give_one_process_summary(tmp_path, p
         assert a["steps"] == b["steps"]
 
 
+@pytest.mark.slow
 def test_several_configs_are_compared_with_a_rate_distortion_plot(tmp_path, photos, tiny_config):
     (photos / "broken.png").unlink()
     wider = tmp_path / "wider.yaml"
-    wider.write_text(yaml.safe_dump({**yaml.safe_load(tiny_config.read_text()), "network": {**TINY["network"], "n_neurons": 32}}))
+    wider.write_text(yaml.safe_dump({**yaml.safe_load(tiny_config.read_text()),
+                                     "network": {**TINY["network"], "n_neurons": 32}}))
     out = tmp_path / "out"
     assert inr_fit(["images", str(photos), "--config", f"{tiny_config},{wider}", "--out", str(out), "--quiet"]) == 0
     compared = read_summary(out)
@@ -165,7 +172,8 @@ def test_several_configs_are_compared_with_a_rate_distortion_plot(tmp_path, phot
         per_file = read_summary(out / row["config"])
         assert len(per_file) == 3 and int(row["with_results"]) == 3
         assert float(row["psnr"]) == pytest.approx(statistics.fmean(float(r["psnr"]) for r in per_file))
-        assert float(row["bits_per_pixel"]) == pytest.approx(statistics.fmean(float(r["bits_per_pixel"]) for r in per_file))
+        assert float(row["bits_per_pixel"]) == pytest.approx(
+            statistics.fmean(float(r["bits_per_pixel"]) for r in per_file))
     assert float(compared[1]["bits_per_pixel"]) > float(compared[0]["bits_per_pixel"])  # the wider network's file
     assert iio.imread(out / "rate_distortion.png").ndim == 3
 
@@ -180,6 +188,7 @@ def test_default_names_and_outputs_left_out_of_the_inputs(tmp_path, photos, monk
     assert [p.name for p in found] == ["a.png", "b.png", "broken.png", "c.png"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_folder_run_resumes_its_file_mid_way(tmp_path, photos, tiny_config, monkeypatch):
     (photos / "broken.png").unlink()
     out = tmp_path / "out"

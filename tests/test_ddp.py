@@ -32,6 +32,8 @@ from torch.nn.parallel import DistributedDataParallel
 from inr_enc.nerfstudio.model import InrNerfModelConfig
 from inr_enc.optim import enable_sparse_gradients, grid_tables
 
+pytestmark = pytest.mark.slow  # two processes per test, training under DDP
+
 WORLD = 2
 STEPS = 4  # grid updates at every step (warm-up, every cell: steps 0 and 1; then drawn cells), and after the last
 RAYS = 8  # per rank and step: few enough samples for the bounded model's sparse table gradients

@@ -71,12 +71,12 @@ def test_one_blob_is_the_binned_quartic_kernel(n_bins):
     np.testing.assert_allclose(out.reshape(-1, 2, n_bins).sum(-1), 1.0, atol=1e-12)
 
 
-def _real_sh(l, m, direction):
+def _real_sh(band, m, direction):
     """Real SH with the Condon-Shortley phase from scipy's associated Legendre functions, in angles."""
     x, y, z = direction
     theta, phi = math.acos(z), math.atan2(y, x)
-    k = math.sqrt((2 * l + 1) / (4 * math.pi) * math.factorial(l - abs(m)) / math.factorial(l + abs(m)))
-    p = lpmv(abs(m), l, math.cos(theta))
+    k = math.sqrt((2 * band + 1) / (4 * math.pi) * math.factorial(band - abs(m)) / math.factorial(band + abs(m)))
+    p = lpmv(abs(m), band, math.cos(theta))
     if m == 0:
         return k * p
     return math.sqrt(2) * k * p * (math.cos(m * phi) if m > 0 else math.sin(-m * phi))
@@ -88,7 +88,7 @@ def test_spherical_harmonics_on_unit_directions():
     enc = build_encoder({"otype": "SphericalHarmonics", "degree": 8}, 3)
     out = enc(torch.from_numpy((directions + 1) / 2)).numpy()
     for i, v in enumerate(directions):
-        expected = [_real_sh(l, m, v) for l in range(8) for m in range(-l, l + 1)]
+        expected = [_real_sh(band, m, v) for band in range(8) for m in range(-band, band + 1)]
         np.testing.assert_allclose(out[i], expected, atol=1e-9)
 
 
@@ -97,10 +97,28 @@ def test_spherical_harmonics_match_tcnn_polynomials_without_renormalising():
     out = build_encoder({"otype": "SphericalHarmonics", "degree": 4}, 3)(torch.from_numpy(points)).numpy()
     for i, p in enumerate(points):
         np.testing.assert_allclose(out[i], tcnn_sh_degree4(*(2 * p - 1)), atol=1e-12)
-    # The literal float32 constants printed in tcnn's sh_enc.
-    assert out.shape[1] == 16
-    assert 1 / (2 * math.sqrt(math.pi)) == pytest.approx(0.28209479177387814)
-    assert math.sqrt(70) / (8 * math.sqrt(math.pi)) == pytest.approx(0.59004358992664352)
+
+
+def tcnn_sh_float32(x, y, z):
+    """tcnn's sh_enc up to degree 4 with the literal float32 constants it prints (common_device.h), in float32."""
+    c = [np.float32(k) for k in (0.28209479177387814, 0.48860251190291987, 1.0925484305920792, 0.94617469575755997,
+                                 0.31539156525251999, 0.54627421529603959, 0.59004358992664352, 2.8906114426405538,
+                                 0.45704579946446572, 0.3731763325901154, 1.4453057213202769)]
+    xx, yy, zz, one = x * x, y * y, z * z, np.ones_like(x)
+    return np.stack([
+        c[0] * one, -c[1] * y, c[1] * z, -c[1] * x,
+        c[2] * x * y, -c[2] * y * z, c[3] * zz - c[4], -c[2] * x * z, c[5] * xx - c[5] * yy,
+        c[6] * y * (-3 * xx + yy), c[7] * x * y * z, c[8] * y * (1 - 5 * zz), c[9] * z * (5 * zz - 3),
+        c[8] * x * (1 - 5 * zz), c[10] * z * (xx - yy), c[6] * x * (-xx + 3 * yy)], 1)
+
+
+def test_spherical_harmonics_in_float32_give_tcnns_printed_constants():
+    points = RNG.random((25, 3)).astype(np.float32)
+    out = build_encoder({"otype": "SphericalHarmonics", "degree": 4}, 3)(torch.from_numpy(points)).numpy()
+    assert out.dtype == np.float32 and out.shape == (25, 16)
+    np.testing.assert_array_equal(out[:, 0], np.float32(0.28209479177387814))  # degree 0: the constant itself
+    expected = tcnn_sh_float32(*(2 * points - 1).T)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-6)  # a few float32 roundings (ulp 2.4e-7 below 3)
 
 
 def test_identity_scale_offset():
@@ -194,6 +212,7 @@ def test_composite_dims_to_encode_begin():
 
 
 def test_composite_unspecified_entry_takes_the_dims_left_in_order():
-    cfg = {"otype": "Composite", "nested": [{"otype": "Identity"}, {"otype": "Identity", "scale": 2.0, "n_dims_to_encode": 1}]}
+    cfg = {"otype": "Composite",
+           "nested": [{"otype": "Identity"}, {"otype": "Identity", "scale": 2.0, "n_dims_to_encode": 1}]}
     x = torch.rand(5, 3)
     torch.testing.assert_close(build_encoder(cfg, 3)(x), torch.stack([x[:, 0], x[:, 1], 2 * x[:, 2]], 1))

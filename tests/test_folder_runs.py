@@ -18,8 +18,8 @@ from runs import write_tiny_config
 
 from inr_enc.cli import main as inr_fit
 from inr_enc.fitting import dataset
-from inr_enc.fitting.loop import Fitter
 from inr_enc.fitting.inputs import list_signals, run_names, safe_name
+from inr_enc.fitting.loop import Fitter
 
 
 def rows(out):
@@ -49,6 +49,7 @@ def test_safe_names():
         ["a", "a-2", "a-3", "b", "_a"]
 
 
+@pytest.mark.slow
 def test_run_folders_never_leave_out_and_the_summary_is_written(tmp_path, tiny):
     """The tester's reproduction: '...png' used to be fitted into OUT/.. (the user's folder), '..png' into OUT."""
     inputs, parent = tmp_path / "x" / "in", tmp_path / "x" / "p"
@@ -184,7 +185,8 @@ def test_an_interrupted_group_continues_under_another_together_value(tmp_path, m
     assert [m.get("fitted_together") for m in metrics] == [2, 2, None] and {m["steps"] for m in metrics} == {12}
 
 
-NAME_PARTS = ["", ".", "..", "...", "a", "A", "summary.csv", "summary.md", "rate_distortion", "con", "NUL", "lpt9", "\\",
+NAME_PARTS = ["", ".", "..", "...", "a", "A", "summary.csv", "summary.md", "rate_distortion", "con", "NUL", "lpt9",
+              "\\",
               "é", "x" * 130, " ", "-2", ".group-a-2", ".replacing-1", "config", "tensorboard", "*", "[a]"]
 
 

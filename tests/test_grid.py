@@ -4,9 +4,9 @@ import math
 
 import numpy as np
 import pytest
+import reference
 import torch
 
-import reference
 from inr_enc import build_encoder
 from inr_enc.ops.grid.layout import grid_levels
 
@@ -122,7 +122,8 @@ def test_encoding_matches_reference(otype, n_dims, extra, interpolation):
 
 @pytest.mark.parametrize("otype", ["HashGrid", "DenseGrid", "TiledGrid"])
 def test_inputs_outside_unit_cube_wrap_like_tcnn(otype):
-    enc = _with_random_table(build_encoder({"otype": otype, "n_levels": 4, "base_resolution": 4, "log2_hashmap_size": 6}, 2))
+    enc = _with_random_table(build_encoder({"otype": otype, "n_levels": 4, "base_resolution": 4,
+                                            "log2_hashmap_size": 6}, 2))
     x = torch.tensor([[-0.3, 1.7], [-5.0, 2.5], [1e6, -1e6], [-3e9, 3e9], [-1e-8, 1.0 + 1e-7]])
     out = enc(x)
     layout = _layout_of(enc)
@@ -153,7 +154,8 @@ def test_table_gradient_matches_reference(n_features, interpolation):
     grad_out = torch.randn(64, enc.n_output_dims, generator=torch.Generator().manual_seed(3))
     enc(x).backward(grad_out)
     n_entries = enc.params.numel() // n_features
-    expected = reference.table_gradient(x.tolist(), grad_out.numpy(), n_entries, n_features, _layout_of(enc), "Hash", interpolation)
+    expected = reference.table_gradient(x.tolist(), grad_out.numpy(), n_entries, n_features, _layout_of(enc), "Hash",
+                                        interpolation)
     np.testing.assert_allclose(enc.params.grad.numpy(), expected, rtol=1e-5, atol=1e-5)
 
 
@@ -168,7 +170,8 @@ def test_overflowing_inputs_stay_finite():
 def test_layout_uses_the_c_library_float_functions_like_tcnn_host_code():
     # glibc's log2f(13.063945f) is one ulp from the correctly rounded value; with it level 2 has 512 vertices
     # per axis (scale 510.99988), with the correctly rounded value 513 (511.00006). tcnn's host code calls log2f.
-    enc = build_encoder({"otype": "DenseGrid", "n_levels": 3, "base_resolution": 3, "per_level_scale": 13.063944816589355}, 3)
+    enc = build_encoder({"otype": "DenseGrid", "n_levels": 3, "base_resolution": 3,
+                         "per_level_scale": 13.063944816589355}, 3)
     layout = _layout_of(enc)
     assert [s.item() for s in enc.levels.scale] == [scale for scale, *_ in layout]
     assert enc.params.numel() == 2 * sum(size for _, _, size, _ in layout)
@@ -202,7 +205,8 @@ def test_init_is_tcnn_uniform():
 
 def test_row_major_index_at_the_largest_non_overflowing_3d_resolution():
     # tcnn indexes a 3D level row-major up to 0x659 = 1625 vertices per axis; a tiled grid keeps the table small.
-    config = {"otype": "TiledGrid", "n_levels": 2, "base_resolution": 2, "per_level_scale": 812.25, "n_features_per_level": 1}
+    config = {"otype": "TiledGrid", "n_levels": 2, "base_resolution": 2, "per_level_scale": 812.25,
+              "n_features_per_level": 1}
     enc = _with_random_table(build_encoder(config, 3))
     layout = _layout_of(enc)
     assert layout[1][1] == 0x659
@@ -213,7 +217,8 @@ def test_row_major_index_at_the_largest_non_overflowing_3d_resolution():
         np.testing.assert_allclose(out[i], expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("args", [(3, "Dense", 2, 19, 1300, 1.0), (2, "Dense", 3, 19, 40000, 1.5), (3, "Tiled", 2, 19, 1700, 1.0)])
+@pytest.mark.parametrize("args", [(3, "Dense", 2, 19, 1300, 1.0), (2, "Dense", 3, 19, 40000, 1.5),
+                                  (3, "Tiled", 2, 19, 1700, 1.0)])
 def test_level_size_cap_in_layout(args):
     # 1300^3 and 40000^2 vertices exceed tcnn's 2^31 - 1 entries per level (checked on the layout alone).
     assert [(lvl.resolution, lvl.size, lvl.offset) for lvl in grid_levels(*args)] == [
@@ -223,9 +228,11 @@ def test_level_size_cap_in_layout(args):
 
 @pytest.mark.parametrize("n_features", [1, 4, 8])
 def test_gradcheck_for_every_feature_width(n_features):
-    config = {"otype": "HashGrid", "n_levels": 2, "log2_hashmap_size": 4, "base_resolution": 3, "n_features_per_level": n_features}
+    config = {"otype": "HashGrid", "n_levels": 2, "log2_hashmap_size": 4, "base_resolution": 3,
+              "n_features_per_level": n_features}
     enc = _with_random_table(build_encoder(config, 2)).double()
-    x = (0.05 + 0.9 * torch.rand(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))).requires_grad_()
+    x = (0.05 + 0.9 * torch.rand(4, 2, dtype=torch.float64,
+                                 generator=torch.Generator().manual_seed(1))).requires_grad_()
     params = enc.params.detach().clone().requires_grad_()
 
     def fn(x, params):

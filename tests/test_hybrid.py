@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import reference
 import torch
 import yaml
 from torch.func import functional_call
 
-import reference
 from inr_enc.encoders.grid import DenseGrid, HashGrid
 from inr_enc.encoders.hybrid import Hybrid
 from inr_enc.nerf.frustum import frustum_gaussian

@@ -15,10 +15,10 @@ import torch
 
 pytest.importorskip("nerfstudio")
 
+from nerf_runs import NGP_NERF_BASE, scene_with_test_views  # noqa: E402
 from nerfstudio.cameras.rays import Frustums, RaySamples  # noqa: E402
 from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 from nerfstudio.field_components.field_heads import FieldHeadNames  # noqa: E402
-from nerf_runs import NGP_NERF_BASE, scene_with_test_views  # noqa: E402
 from reference import tcnn_sh_degree4  # noqa: E402
 
 from inr_enc.nerfstudio.methods import InrTrainerConfig, inr_hashgrid  # noqa: E402
@@ -66,11 +66,13 @@ def samples(n=64, seed=0):
 
 def test_base_config_builds_instant_ngps_nerf_network(configs):
     config = InrNerfModelConfig(instant_ngp_config=str(configs / "base.json"), grid_resolution=16)
-    assert (config.field_layout, config.rgb_loss, config.ema_decay, config.geo_feat_dim) == ("instant-ngp", "Huber", 0.95, 15)
+    assert ((config.field_layout, config.rgb_loss, config.ema_decay, config.geo_feat_dim)
+            == ("instant-ngp", "Huber", 0.95, 15))
     assert config.encoding["per_level_scale"] == pytest.approx(2.0)  # testbed: 2048 cells at the finest of 8 levels
     model = config.setup(scene_box=BOX, num_train_data=2).double()
     field = model.field
-    # n_params as nerf_network.h sizes them: density [64, 32] + [16, 64]; rgb input 16 + 16 -> [64, 32], [64, 64], [16, 64]
+    # n_params as nerf_network.h sizes them: density [64, 32] + [16, 64]; rgb input 16 + 16 -> [64, 32], [64, 64],
+    # [16, 64]
     assert sum(p.numel() for p in field.density_network.parameters()) == 64 * 32 + 16 * 64
     assert sum(p.numel() for p in field.color_network.parameters()) == 64 * 32 + 64 * 64 + 16 * 64
     ray_samples = samples()
@@ -116,7 +118,8 @@ def test_the_optimiser_chain_reaches_nerfstudios_optimizers(configs):
     trainer = InrTrainerConfig(pipeline=type(inr_hashgrid.config.pipeline)(model=model),
                                optimizers=dict(inr_hashgrid.config.optimizers))
     fields, grids = trainer.optimizers["fields"]["optimizer"], trainer.optimizers["grids"]["optimizer"]
-    assert (fields.lr, fields.eps, tuple(fields.betas), fields.weight_decay, fields.lazy) == (1e-2, 1e-15, (0.9, 0.99), 1e-6, False)
+    assert ((fields.lr, fields.eps, tuple(fields.betas), fields.weight_decay, fields.lazy)
+            == (1e-2, 1e-15, (0.9, 0.99), 1e-6, False))
     assert (grids.lr, grids.weight_decay, grids.lazy) == (1e-2, 0, True)  # tcnn: l2_reg on matrices only
     assert trainer.optimizers["camera_opt"] is inr_hashgrid.config.optimizers["camera_opt"]
     param = torch.nn.Parameter(torch.zeros(3))
@@ -167,7 +170,8 @@ def test_ema_is_evaluated_swapped_back_for_training_and_saved():
     average.train()
     assert all(torch.equal(p, r) for p, r in zip(module.parameters(), raw))
     # a checkpoint (raw weights + the average) loaded into a fresh copy in eval mode evaluates the average
-    state = {**{f"m.{k}": v for k, v in module.state_dict().items()}, **{f"a.{k}": v for k, v in average.state_dict().items()}}
+    state = {**{f"m.{k}": v for k, v in module.state_dict().items()},
+             **{f"a.{k}": v for k, v in average.state_dict().items()}}
     fresh = torch.nn.Module()
     fresh.m = torch.nn.Linear(3, 2)
     fresh.a = WeightAverage(list(fresh.m.parameters()), 0.9)
@@ -252,6 +256,7 @@ def ngp_run(configs, tmp_path_factory):
     return out / "p" / "inr-hashgrid" / "run" / "config.yml", scene
 
 
+@pytest.mark.slow
 def test_ns_train_runs_instant_ngps_base_config_and_evaluates_its_average(ngp_run):
     from nerfstudio.utils.eval_utils import eval_setup
 
@@ -270,6 +275,7 @@ def test_ns_train_runs_instant_ngps_base_config_and_evaluates_its_average(ngp_ru
     assert np.isfinite(pipeline.model.get_outputs(pipeline.datamanager.next_train(0)[0])["rgb"].detach()).all()
 
 
+@pytest.mark.slow
 def test_inr_snapshot_exports_and_imports_a_run_that_ns_render_renders_the_same(ngp_run, tmp_path):
     from nerfstudio.utils.eval_utils import eval_setup
 

@@ -173,7 +173,8 @@ def test_patch_mlp_gradient_reaches_only_the_used_patches_weights():
 
 
 def _gradchecks(module, inputs, extra=(), fast_mode=False):
-    """gradcheck and gradgradcheck of module(inputs[0], *extra) w.r.t. inputs[0] and the named parameters in inputs[1]."""
+    """gradcheck and gradgradcheck of module(inputs[0], *extra) w.r.t. inputs[0] and the named parameters in
+    inputs[1]."""
     first, params = inputs
     names = list(params)
 
@@ -187,7 +188,8 @@ def _gradchecks(module, inputs, extra=(), fast_mode=False):
 
 def test_gradcheck_tiny_latent_grid_and_patch_mlp(one_thread):
     enc = _randomise(LatentGrid(2, {**TINY, "resolution": [4, 4]})).double()
-    x = (0.05 + 0.9 * torch.rand(3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(5))).requires_grad_()
+    x = (0.05 + 0.9 * torch.rand(3, 2, dtype=torch.float64,
+                                 generator=torch.Generator().manual_seed(5))).requires_grad_()
     params = {n: p.detach().clone().requires_grad_() for n, p in enc.named_parameters()}
     _gradchecks(enc, (x, {}))  # full Jacobians w.r.t. x
     _gradchecks(enc, (x, params), fast_mode=True)  # and every parameter, through random projections

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 import torch
+from test_contract import SMALL
 
 from inr_enc import ENCODERS, Encoder, build_encoder
 from inr_enc.encoders import hybrid, latent_grid, nerf, random_fourier, shifted_basis
 from inr_enc.field import Field
-from test_contract import SMALL
 
 F32, F64 = torch.float32, torch.float64
 EXTREMES = {  # per compute dtype: the issue's inputs, the smallest subnormal, the largest floats
@@ -62,7 +62,8 @@ def test_every_finite_input_encodes_finitely_or_raises_as_documented(otype, modu
 # n_frequencies 32 for pi 2^k: at 63 and more the second derivative (pi 2^(F-1))^2 passes float32's largest value
 # at any input (a config bound, not an input one); scale "1" at 64 reaches the saturation bound's floor, 2.
 @pytest.mark.parametrize("config, d", [
-    ({"otype": "NeRF", "n_frequencies": 64, "scale": "1"}, 2), ({"otype": "NeRF", "n_frequencies": 32, "scale": "2pi"}, 2),
+    ({"otype": "NeRF", "n_frequencies": 64, "scale": "1"}, 2),
+    ({"otype": "NeRF", "n_frequencies": 32, "scale": "2pi"}, 2),
     ({"otype": "Frequency", "n_frequencies": 32}, 1), ({"otype": "TriangleWave", "n_frequencies": 64}, 1),
     ({"otype": "OneBlob", "n_bins": 1 << 12}, 1), ({"otype": "OneBlob", "n_bins": 1}, 1),
     ({"otype": "SphericalHarmonics", "degree": 8}, 3), ({"otype": "Identity"}, 2),
@@ -126,7 +127,8 @@ def test_saturating_guards_change_nothing_far_beyond_ordinary_inputs(monkeypatch
     x = (torch.rand(128, 2, generator=gen, dtype=F64) * 2 - 1) * torch.tensor([[1e6], [12.0]], dtype=F64).repeat(64, 1)
     encoders = [build_encoder(SMALL[otype][0], 2).double() for otype in ("RandomFourier", "LearnableFourier", "Hybrid")]
     encoders += [build_encoder({"otype": "NeRF", "n_frequencies": 8, "scale": "1"}, 2).double()]
-    encoders += [build_encoder({"otype": "ShiftedBasis", "n_bases": 8, "basis": b}, 2).double() for b in shifted_basis.BASES]
+    encoders += [build_encoder({"otype": "ShiftedBasis", "n_bases": 8, "basis": b}, 2).double()
+                 for b in shifted_basis.BASES]
     guarded = [enc(x) for enc in encoders]
     _guards_off(monkeypatch)
     for enc, out in zip(encoders, guarded):
@@ -218,11 +220,23 @@ def test_config_buffers_are_declared_where_state_dicts_hold_them():
 
 
 def test_random_fourier_loads_its_own_weights():
+    x = torch.rand(5, 2)
+    source = _rf(sigma=10.0)
+    saved = source.state_dict()
     enc = _rf(sigma=10.0)
-    enc.load_state_dict(_rf(sigma=10.0).state_dict())
-    enc.double().load_state_dict(_rf(sigma=10.0).state_dict())  # dtype differs, values the same
-    _rf(sigma=10.0).load_state_dict(enc.state_dict())
-    _rf(sigma=10.0).load_state_dict({}, strict=False)  # missing: nn.Module's rules
+    result = enc.load_state_dict(saved)
+    assert result.missing_keys == result.unexpected_keys == []
+    assert torch.equal(enc.frequencies, saved["frequencies"]) and torch.equal(enc(x), source(x))
+    wide = _rf(sigma=10.0).double()
+    wide.load_state_dict(saved)  # dtype differs, values the same
+    assert wide.frequencies.dtype == torch.float64 and torch.equal(wide.frequencies.float(), saved["frequencies"])
+    torch.testing.assert_close(wide(x.double()).float(), source(x), rtol=0, atol=1e-5)  # float32's phase rounding
+    narrow = _rf(sigma=10.0)
+    narrow.load_state_dict(wide.state_dict())
+    assert narrow.frequencies.dtype == torch.float32 and torch.equal(narrow.frequencies, saved["frequencies"])
+    kept = _rf(sigma=10.0)
+    result = kept.load_state_dict({}, strict=False)  # missing: nn.Module's rules (reported, own buffer kept)
+    assert result.missing_keys == ["frequencies"] and torch.equal(kept.frequencies, saved["frequencies"])
 
 
 def test_a_field_holding_random_fourier_loads_by_its_prefix():

@@ -54,7 +54,9 @@ def test_an_interrupted_group_file_continues_and_each_model_matches_its_run_alon
     out = tmp_path / "out"
     out.mkdir()
     group = torch.load(DATA / "group" / ".group-a-2.pt", weights_only=True)
-    here = lambda path: str(ROOT / path[path.index("tests/data/"):])  # written under another checkout
+    def here(path: str) -> str:  # written under another checkout
+        return str(ROOT / path[path.index("tests/data/"):])
+
     group["names"] = [here(name) for name in group["names"]]
     group["tasks"] = [{**task, "path": here(task["path"])} for task in group["tasks"]]
     group["config"]["task"] = group["tasks"][0]  # the first run's, whole

@@ -104,8 +104,8 @@ def test_an_image_too_large_is_refused_from_its_header(tmp_path, monkeypatch):
     decoded = []
     monkeypatch.setattr(signals, "read_png", lambda path: decoded.append(path))
     start = time.perf_counter()
-    with memory.memory_limit_set("64G"), pytest.raises(ValueError, match=r"signal 1\d\d\.\d GiB\) together need .* more "
-                                                                         r"than the memory limit 64.0 GiB"):
+    with memory.memory_limit_set("64G"), pytest.raises(ValueError, match=r"signal 1\d\d\.\d GiB\) together need .* "
+                                                                         r"more than the memory limit 64.0 GiB"):
         resolve_task_run({}, "image", str(path), False)
     assert time.perf_counter() - start < 1 and not decoded
     with memory.memory_limit_set("64G"), pytest.raises(ValueError, match=r"huge.png: the decoded image \(60000x60000, "

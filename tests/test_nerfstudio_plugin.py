@@ -15,10 +15,9 @@ import torch
 pytest.importorskip("nerfstudio")
 
 import tyro  # noqa: E402
+from nerf_runs import scene_with_test_views  # noqa: E402
 from nerfstudio.cameras.rays import Frustums, RaySamples  # noqa: E402
 from nerfstudio.data.scene_box import SceneBox  # noqa: E402
-
-from nerf_runs import scene_with_test_views  # noqa: E402
 
 from inr_enc import build_encoder  # noqa: E402
 from inr_enc.nerf.frustum import frustum_gaussian  # noqa: E402
@@ -46,12 +45,14 @@ def small_model(encoding=None, **kwargs):
     return config.setup(scene_box=SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3])), num_train_data=4)
 
 
+@pytest.mark.slow
 def test_ns_train_lists_our_methods():
     help_text = run(BIN / "ns-train", "--help").stdout
     for name in METHODS:
         assert name in help_text
 
 
+@pytest.mark.slow
 def test_methods_import_and_train_without_a_tcnn_warning_when_tinycudann_raises(tmp_path):
     # without a GPU, importing tinycudann raises OSError (EnvironmentError) "Unknown compute capability"; nerfstudio
     # catches that one, prints one line, and imports; our methods must import, build and run a step, adding nothing
@@ -65,7 +66,8 @@ print(sorted(s.config.method_name for s in (m.inr_hashgrid, m.hyb_nerf, m.inr_fo
 for spec in (m.inr_hashgrid, m.hyb_nerf, m.inr_fourier):
     model = spec.config.pipeline.model.setup(scene_box=SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3])),
                                              num_train_data=1)
-    rays = RayBundle(origins=torch.tensor([[0.0, 0.0, -4.0]]).repeat(8, 1), directions=torch.tensor([[0.0, 0.0, 1.0]]).repeat(8, 1),
+    rays = RayBundle(origins=torch.tensor([[0.0, 0.0, -4.0]]).repeat(8, 1),
+                     directions=torch.tensor([[0.0, 0.0, 1.0]]).repeat(8, 1),
                      pixel_area=torch.full((8, 1), 1e-4), camera_indices=torch.zeros(8, 1, dtype=torch.long))
     model.get_outputs(rays)["rgb"].sum().backward()
 """
@@ -124,11 +126,13 @@ BAD_SETTINGS = [  # model flags (as ns-train's, less "--pipeline.model.") -> the
     (["--encoding.log2-hashmap-size", "-3"], "encoding: HashGrid: 'log2_hashmap_size' must be in [1, 31], got -3"),
     (["--encoding.otype", "Frequency"], "encoding: Frequency: unknown config key 'n_levels'"),
     (["--network.n-neurons", "0"], "network: 'n_neurons' must be >= 1, got 0"),
-    (["--direction-encoding.degree", "12"], "direction_encoding: SphericalHarmonics: 'degree' must be in [1, 8], got 12"),
+    (["--direction-encoding.degree", "12"],
+     "direction_encoding: SphericalHarmonics: 'degree' must be in [1, 8], got 12"),
     (["--color-network.activation", "Foo"], "color_network: 'activation' must be one of "),
     (["--geo-feat-dim", "-1"], "InrNerfModelConfig: need geo_feat_dim >= 0"),
     (["--appearance-embedding-dim", "-1"], "InrNerfModelConfig: need appearance_embedding_dim >= 0"),
-    (["--camera-optimizer.trans-l2-penalty", "-0.1"], "InrNerfModelConfig: need camera_optimizer.trans_l2_penalty >= 0"),
+    (["--camera-optimizer.trans-l2-penalty", "-0.1"],
+     "InrNerfModelConfig: need camera_optimizer.trans_l2_penalty >= 0"),
     (["--camera-optimizer.rot-l2-penalty", "nan"], "InrNerfModelConfig: need camera_optimizer.rot_l2_penalty >= 0"),
 ]
 
@@ -158,6 +162,7 @@ def test_bad_settings_in_python_raise_value_errors_naming_the_setting():
         tyro.cli(build_in_a_tyro_program, args=[])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, message", [
     (["--pipeline.model.encoding-config", '{"otype": "HashGrid", "n_levles": 4}'],
      "ns-train: encoding_config: HashGrid: unknown config key 'n_levles' (did you mean 'n_levels'?); valid keys: "
@@ -192,7 +197,8 @@ def test_rays_that_miss_everything_render_the_background():
 def packed_samples(pixel_area):
     g = torch.Generator().manual_seed(0)
     origins = torch.randn(64, 3, generator=g) * 0.1 + torch.tensor([0.0, 0.0, -4.0])
-    directions = torch.nn.functional.normalize(torch.randn(64, 3, generator=g) * 0.1 + torch.tensor([0.0, 0.0, 1.0]), dim=-1)
+    directions = torch.nn.functional.normalize(torch.randn(64, 3, generator=g) * 0.1 + torch.tensor([0.0, 0.0, 1.0]),
+                                               dim=-1)
     starts = 3.5 + torch.rand(64, 1, generator=g)
     return RaySamples(frustums=Frustums(origins=origins, directions=directions, starts=starts, ends=starts + 0.02,
                                         pixel_area=torch.full((64, 1), pixel_area)))
@@ -241,6 +247,7 @@ def trained(tmp_path_factory):
     return out / "primitives" / "inr-hashgrid" / "run"
 
 
+@pytest.mark.slow
 def test_checkpoints_load_with_weights_only(trained):
     checkpoint = max((trained / "nerfstudio_models").glob("step-*.ckpt"))
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)  # torch >= 2.6's default, made explicit
@@ -248,6 +255,7 @@ def test_checkpoints_load_with_weights_only(trained):
     assert any(key.endswith("field.position_encoder.params") for key in state["pipeline"])
 
 
+@pytest.mark.slow
 def test_ns_train_then_ns_eval_beats_the_untrained_model(trained):
     output = trained / "eval.json"
     run(BIN / "ns-eval", "--load-config", trained / "config.yml", "--output-path", output)
@@ -261,6 +269,7 @@ def test_ns_train_then_ns_eval_beats_the_untrained_model(trained):
     assert results["psnr"] > untrained["psnr"] + 3, (results["psnr"], untrained["psnr"])
 
 
+@pytest.mark.slow
 def test_load_dir_resumes_training(trained, tmp_path):
     run(BIN / "ns-train", "inr-hashgrid", "--machine.device-type", "cpu", "--max-num-iterations", 2,
         "--vis", "tensorboard", "--viewer.quit-on-train-completion", "True", "--output-dir", tmp_path,
@@ -269,6 +278,7 @@ def test_load_dir_resumes_training(trained, tmp_path):
     assert [p.name for p in resumed] == ["step-000000031.ckpt"]
 
 
+@pytest.mark.slow
 def test_ns_render_renders_the_test_views(trained, tmp_path):
     run(BIN / "ns-render", "dataset", "--load-config", trained / "config.yml", "--split", "test",
         "--rendered-output-names", "rgb", "--output-path", tmp_path)
@@ -277,8 +287,8 @@ def test_ns_render_renders_the_test_views(trained, tmp_path):
 
 
 def test_bundled_scene_loads_with_nerfstudios_blender_parser():
-    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
     import imageio.v3 as iio
+    from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
 
     parser = BlenderDataParserConfig(data=SCENE).setup()
     counts = {split: len(parser.get_dataparser_outputs(split).image_filenames) for split in ("train", "val", "test")}
@@ -286,7 +296,8 @@ def test_bundled_scene_loads_with_nerfstudios_blender_parser():
     outputs = parser.get_dataparser_outputs("test")
     assert int(outputs.cameras.width[0]) == 100 and int(outputs.cameras.height[0]) == 100
     rgba = iio.imread(outputs.image_filenames[0])
-    assert rgba.shape == (100, 100, 4) and rgba[..., 3].min() == 0 and rgba[..., 3].max() == 255  # transparent background
+    # transparent background
+    assert rgba.shape == (100, 100, 4) and rgba[..., 3].min() == 0 and rgba[..., 3].max() == 255
 
 
 def test_lpips_is_skipped_unless_its_weights_are_on_disk(tmp_path, monkeypatch):

@@ -5,6 +5,8 @@ a RuntimeError or MemoryError from the allocator."""
 import subprocess
 import sys
 
+import pytest
+
 BUDGET = 384 * 2**20
 # (network, encoding, the config key scaled to reach a parameter count)
 CASES = {
@@ -60,9 +62,11 @@ for name, case in cases.items():
 """
 
 
+@pytest.mark.slow
 def test_each_network_builds_within_the_limit_or_is_refused():
     result = subprocess.run([sys.executable, "-c", SCRIPT, str(BUDGET), repr(CASES)], capture_output=True, text=True,
                             timeout=300)
     lines = result.stdout.strip().splitlines()
-    expected = [f"{name} {share} {outcome}" for name in CASES for share, outcome in ((0.85, "built"), (1.15, "refused"))]
+    expected = [f"{name} {share} {outcome}" for name in CASES
+                for share, outcome in ((0.85, "built"), (1.15, "refused"))]
     assert lines == expected, result.stdout + result.stderr

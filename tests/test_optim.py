@@ -14,9 +14,9 @@ import math
 import pytest
 import torch
 
-from inr_enc.ops.grid.reference import grid_corners
 from inr_enc.field import Field, build_field
 from inr_enc.ops.grid import cpu_kernel
+from inr_enc.ops.grid.reference import grid_corners
 from inr_enc.optim import GridAdam, lazy_adam
 
 HAS_EXTENSION = lazy_adam.lazy_adam_extension() is not None and cpu_kernel.cpu_extension() is not None

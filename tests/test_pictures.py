@@ -64,7 +64,8 @@ def test_tensorboard_holds_every_step_each_evaluation_and_the_pictures(tmp_path,
     assert [e.step for e in loss] == list(range(1, 9))
     assert [e.value for e in loss] == pytest.approx(payload["losses"], rel=1e-6)  # stored as float32
     psnr = log.Scalars("eval/psnr")
-    assert [(e.step, e.value) for e in psnr] == [(h["step"], pytest.approx(h["psnr"], rel=1e-6)) for h in payload["history"]]
+    assert ([(e.step, e.value) for e in psnr]
+            == [(h["step"], pytest.approx(h["psnr"], rel=1e-6)) for h in payload["history"]])
     assert [e.value for e in log.Scalars("train/lr")] == pytest.approx([1e-2] * 8)
     assert all(e.value > 0 for e in log.Scalars("train/samples_per_s"))
     assert {"pictures/comparison", "pictures/reconstruction"} <= set(log.Tags()["images"])

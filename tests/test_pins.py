@@ -22,7 +22,8 @@ def reference_level(j: int, n_levels: int = 3, n_bands: int = 6) -> int:
 def test_level_k_reads_only_bands_of_levels_up_to_k(level):
     field = pins_field()
     encoded = field.encoder(torch.rand(20, 2, dtype=torch.float64))
-    jacobian = torch.autograd.functional.jacobian(lambda h: field.network(h, level=level).sum(0), encoded)  # [3, 20, 24]
+    # [3, 20, 24]
+    jacobian = torch.autograd.functional.jacobian(lambda h: field.network(h, level=level).sum(0), encoded)
     used = jacobian.abs().sum(dim=(0, 1)) > 0
     for j in range(24):
         assert bool(used[j]) == (reference_level(j) <= level), j
@@ -64,7 +65,8 @@ def test_schedule_switches_levels_on(window):
     ({"encoding": {"otype": "Frequency", "n_frequencies": 2}, "network": {"otype": "PINs", "n_levels": 3}}, "n_levels"),
     ({"encoding": {"otype": "Frequency"}, "network": {"otype": "PINs", "activation": "Sine"}}, "non-periodic"),
     ({"encoding": {"otype": "Frequency"}, "network": {"otype": "PINS", "n_neuron": 3}}, "n_neurons"),
-    ({"encoding": {"otype": "Frequency"}, "network": {"otype": "Transformer"}}, "unknown network otype .Transformer.; valid otypes: CutlassMLP"),
+    ({"encoding": {"otype": "Frequency"}, "network": {"otype": "Transformer"}},
+     "unknown network otype .Transformer.; valid otypes: CutlassMLP"),
 ])
 def test_bad_configs(config, match):
     with pytest.raises(ValueError, match=match):

@@ -80,7 +80,8 @@ def test_pose_refinement_is_on_for_unbounded_data_off_for_bounded_and_checkpoint
                         lambda message, **_: logged.append(message) if message.startswith("inr_enc:") else None)
     blender = BlenderDataParserConfig(data=ROOT / "data" / "scenes" / "primitives", alpha_color=None)
     config, pipeline = _pipeline(blender)
-    assert pipeline.model.camera_optimizer.config.mode == "off" and not list(pipeline.model.camera_optimizer.parameters())
+    assert (pipeline.model.camera_optimizer.config.mode == "off"
+            and not list(pipeline.model.camera_optimizer.parameters()))
     groups = pipeline.get_param_groups()
     assert set(groups) == {"fields", "grids"}
     assert set(Optimizers(config.optimizers, groups).optimizers) == {"fields", "grids"}  # camera_opt's entry unused

@@ -49,7 +49,8 @@ def reference_frequency_band(j: int, n_frequencies: int) -> int:
 @pytest.mark.parametrize("window", ["cosine", "hard"])
 def test_progressive_frequency_scales_each_output_by_its_band_weight(window):
     nested = {"otype": "Frequency", "n_frequencies": 4}
-    enc = build_encoder({"otype": "Progressive", "nested": nested, "window": window, "start_step": 0, "end_step": 30}, 2)
+    enc = build_encoder({"otype": "Progressive", "nested": nested, "window": window, "start_step": 0,
+                         "end_step": 30}, 2)
     plain = build_encoder(nested, 2)
     x = torch.rand(50, 2, dtype=torch.float64)
     enc.set_step(13)  # alpha = 3 * 13 / 30 = 1.3
@@ -70,7 +71,8 @@ def test_nerf_raw_input_is_always_on_and_bands_follow_frequencies():
 
 
 def test_grid_unit_is_a_level_and_unused_levels_get_no_gradient():
-    nested = {"otype": "HashGrid", "n_levels": 4, "n_features_per_level": 2, "log2_hashmap_size": 8, "base_resolution": 2}
+    nested = {"otype": "HashGrid", "n_levels": 4, "n_features_per_level": 2, "log2_hashmap_size": 8,
+              "base_resolution": 2}
     enc = build_encoder({"otype": "Progressive", "nested": nested, "window": "hard", "end_step": 3}, 2)
     enc.set_step(1)  # levels 0 and 1 on
     out = enc(torch.rand(64, 2))

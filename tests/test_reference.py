@@ -10,7 +10,7 @@ from inr_enc.config.checks import Check, check_bool, check_choice, check_float, 
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
 sys.path.append(str(SCRIPTS))  # last: tests/reference.py keeps the name "reference" for the other tests
-from reference_probe import NOT_EVERY, SEE_CLASS, Component, gather, value_text
+from reference_probe import NOT_EVERY, SEE_CLASS, Component, gather, value_text  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("reference_script", SCRIPTS / "reference.py")
 reference = importlib.util.module_from_spec(_spec)

@@ -31,7 +31,8 @@ TINY = {
 
 def write_config(tmp_path, name="tiny.yaml", network=None, **training):
     path = tmp_path / name
-    path.write_text(yaml.safe_dump({**TINY, "network": network or TINY["network"], "training": {**TINY["training"], **training}}))
+    path.write_text(yaml.safe_dump({**TINY, "network": network or TINY["network"],
+                                    "training": {**TINY["training"], **training}}))
     return path
 
 
@@ -59,7 +60,8 @@ def one_line(err):
 
 def snapshot(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` (hidden ones too) -> the hash of its bytes."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
 
 
 def test_a_locked_folder_is_refused_and_left_alone(tmp_path, capsys, image_path):
@@ -69,7 +71,8 @@ def test_a_locked_folder_is_refused_and_left_alone(tmp_path, capsys, image_path)
     holder = os.open(out, os.O_RDONLY)  # as another live run holds it
     fcntl.flock(holder, fcntl.LOCK_EX)
     try:
-        for args in (("--resume", out, "--steps", 8), (image_path, "--config", write_config(tmp_path), "--out", out, "--overwrite")):
+        for args in (("--resume", out, "--steps", 8),
+                     (image_path, "--config", write_config(tmp_path), "--out", out, "--overwrite")):
             code, err = fit(capsys, "image", *args)
             assert code == 2 and "is in use by another inr-fit run" in err and one_line(err), err
         assert snapshot(out) == before
@@ -83,12 +86,15 @@ def test_overwrite_keeps_the_earlier_run_until_the_new_one_has_a_checkpoint(tmp_
     assert fit(capsys, "image", image_path, "--config", write_config(tmp_path), "--out", out)[0] == 0
     before = snapshot(out)
     # diverges before its first checkpoint (every 1000 steps): exit 3, the earlier run untouched
-    code, err = fit(capsys, "image", image_path, "--config", diverging_config(tmp_path, 1000), "--out", out, "--overwrite")
-    assert code == 3 and "training diverged at step" in err and "no checkpoint was written" in err and one_line(err), err
+    code, err = fit(capsys, "image", image_path, "--config", diverging_config(tmp_path, 1000), "--out", out,
+                    "--overwrite")
+    assert (code == 3 and "training diverged at step" in err and "no checkpoint was written" in err
+            and one_line(err)), err
     assert snapshot(out) == before
     # a run that gets to its first checkpoint replaces it, every earlier output included
     (out / "reconstruction_level3.png").write_bytes(b"an earlier PINs run's level")
-    code, err = fit(capsys, "image", image_path, "--config", write_config(tmp_path, steps=4), "--out", out, "--overwrite")
+    code, err = fit(capsys, "image", image_path, "--config", write_config(tmp_path, steps=4), "--out", out,
+                    "--overwrite")
     assert code == 0 and json.loads((out / "metrics.json").read_text())["steps"] == 4
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt", "comparison.png", "config.yaml", "curve.png",
                                                      "metrics.json", "model.safetensors", "reconstruction.png"]
@@ -96,7 +102,8 @@ def test_overwrite_keeps_the_earlier_run_until_the_new_one_has_a_checkpoint(tmp_
 
 
 def test_a_new_run_that_fails_before_its_first_checkpoint_leaves_no_folder(tmp_path, capsys, image_path):
-    code, err = fit(capsys, "image", image_path, "--config", diverging_config(tmp_path, 1000), "--out", tmp_path / "new")
+    code, err = fit(capsys, "image", image_path, "--config", diverging_config(tmp_path, 1000), "--out",
+                    tmp_path / "new")
     assert code == 3 and not (tmp_path / "new").exists()
 
 
@@ -141,7 +148,8 @@ def finished_run(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("finished")
     image = tmp_path / "img.png"
     iio.imwrite(image, np.random.default_rng(0).integers(0, 256, (12, 10, 3), dtype=np.uint8))
-    assert inr_fit(["image", str(image), "--config", str(write_config(tmp_path)), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    assert inr_fit(["image", str(image), "--config", str(write_config(tmp_path)), "--out", str(tmp_path / "run"),
+                    "--quiet"]) == 0
     return tmp_path / "run"
 
 
@@ -196,6 +204,7 @@ def test_a_signal_while_importing_exits_130_with_one_line(tmp_path, image_path, 
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_second_run_is_refused_while_the_first_lives_and_a_killed_one_blocks_nothing(tmp_path, image_path):
     big = tmp_path / "big.png"
     iio.imwrite(big, np.random.default_rng(0).integers(0, 256, (200, 200, 3), dtype=np.uint8))
@@ -242,7 +251,8 @@ def test_a_commit_stopped_halfway_is_finished_or_not_begun(tmp_path, capsys, ima
         real_replace(source, target)
 
     monkeypatch.setattr(os, "replace", replace_stopped_once)
-    code, err = fit(capsys, "image", image_path, "--config", write_config(tmp_path, steps=4), "--out", out, "--overwrite")
+    code, err = fit(capsys, "image", image_path, "--config", write_config(tmp_path, steps=4), "--out", out,
+                    "--overwrite")
     monkeypatch.undo()
     assert code == 130 and one_line(err), err
     if stop_at == 2:
@@ -289,6 +299,7 @@ def test_a_signal_a_library_swallowed_is_raised_again_before_the_run_folder():
         raise_if_interrupted()  # a new block starts clean
 
 
+@pytest.mark.slow
 def test_sigterm_during_an_evaluation_stops_it_and_resume_redoes_it(tmp_path):
     """The last step's evaluation of 2^18 samples in chunks of 256 takes seconds; SIGTERM during it exits 130 within
     about a second (it used to wait for the evaluation), and --resume evaluates that step before finishing."""

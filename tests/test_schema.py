@@ -5,9 +5,9 @@ import pytest
 from test_contract import SMALL
 
 from inr_enc import ENCODERS, build_encoder
-from inr_enc.field.schema import resolve_field, resolve_run, resolve_training
 from inr_enc.encoders import encoder_spec
 from inr_enc.field import Field
+from inr_enc.field.schema import resolve_field, resolve_run, resolve_training
 
 TASK = {"kind": "image", "path": "photo.png", "train_split": False}
 
@@ -85,7 +85,8 @@ def test_seeds_take_torch_generators_whole_range():
     ({"encoding": {"otype": "HashGrid", "n_levels": 0}}, "HashGrid: 'n_levels' must be in [1, 128]"),
     ({"network": {"otype": "PINs"}}, "PINs: needs an encoding with frequency bands"),
     ({"network": {"otype": "Sparse"}}, "unknown network otype 'Sparse'"),
-    ({"encoding": {"otype": "Hybrid", "coarse": "Dense", "split_level": 4, "base_resolution": 2**20, "per_level_scale": 1.0,
+    ({"encoding": {"otype": "Hybrid", "coarse": "Dense", "split_level": 4, "base_resolution": 2**20,
+                   "per_level_scale": 1.0,
                    "n_levels": 8}}, "Hybrid: needs"),  # the coarse dense table beyond tcnn's uint32 offsets
 ])
 def test_bad_run_configs_name_the_section_and_key(config, message):

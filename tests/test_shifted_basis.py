@@ -163,7 +163,8 @@ def ref_phi(t, k, basis="gaussian", w=0.15):
 
 
 def SeparableField(n_output_dims, encoding):
-    return Field(2, n_output_dims, {"encoding": {"otype": "ShiftedBasis", **encoding}, "network": {"otype": "Separable"}})
+    return Field(2, n_output_dims, {"encoding": {"otype": "ShiftedBasis", **encoding},
+                                    "network": {"otype": "Separable"}})
 
 
 def test_separable_forward_equals_explicit_kronecker_product():
@@ -180,7 +181,8 @@ def test_separable_forward_equals_explicit_kronecker_product():
     assert field(xy.float().reshape(4, 5, 2)).shape == (4, 5, c)
     xs, ys = torch.tensor([0.1, 0.5, 0.95], dtype=torch.float64), torch.tensor([0.0, 0.3], dtype=torch.float64)
     grid = (np.kron(ref_phi(ys.tolist(), k), ref_phi(xs.tolist(), k)) @ flat.T).reshape(2, 3, c)
-    np.testing.assert_allclose(field.network.reconstruct_grid(field.encoder, xs, ys).detach().numpy(), grid, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(field.network.reconstruct_grid(field.encoder, xs, ys).detach().numpy(), grid, rtol=1e-9,
+                               atol=1e-12)
 
 
 def _grid(h, w):

@@ -12,10 +12,10 @@ import torch
 
 pytest.importorskip("nerfstudio")
 
-from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples  # noqa: E402
-from nerfstudio.field_components.field_heads import FieldHeadNames  # noqa: E402
-from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 from nerf_runs import NGP_NERF_BASE  # noqa: E402
+from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples  # noqa: E402
+from nerfstudio.data.scene_box import SceneBox  # noqa: E402
+from nerfstudio.field_components.field_heads import FieldHeadNames  # noqa: E402
 from reference import level_layout  # noqa: E402
 
 from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
@@ -46,7 +46,8 @@ def trained_looking(box, seed=0):
 
 def rays(n=96, seed=1):
     g = torch.Generator().manual_seed(seed)
-    directions = torch.nn.functional.normalize(torch.randn(n, 3, generator=g) * 0.1 + torch.tensor([0.0, 1.0, 0.0]), dim=-1)
+    directions = torch.nn.functional.normalize(torch.randn(n, 3, generator=g) * 0.1 + torch.tensor([0.0, 1.0, 0.0]),
+                                               dim=-1)
     return RayBundle(origins=torch.tensor([0.2, -4.0, 0.1]).repeat(n, 1), directions=directions,
                      pixel_area=torch.full((n, 1), 1e-4), camera_indices=torch.zeros(n, 1, dtype=torch.long))
 
@@ -68,6 +69,7 @@ def test_morton_codes_interleave_bits():
     assert morton3d(ijk).tolist() == [morton_reference(*map(int, p)) for p in ijk]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["scene.ingp", "scene.msgpack"])
 def test_export_then_import_renders_identically(name, tmp_path):
     box = ((-1.5,) * 3, (1.5,) * 3)
@@ -92,7 +94,8 @@ def test_the_snapshot_holds_what_instant_ngps_testbed_reads(tmp_path):
     model = trained_looking(((-1.5,) * 3, (1.5,) * 3))
     snapshot = export_snapshot(model, step=12)
     section = snapshot["snapshot"]
-    assert (section["version"], section["mode"], section["density_grid_size"], section["training_step"]) == (1, "nerf", 128, 12)
+    assert ((section["version"], section["mode"], section["density_grid_size"], section["training_step"])
+            == (1, "nerf", 128, 12))
     assert section["nerf"]["aabb_scale"] == 1 and set(section["nerf"]["rgb"]) == {
         "rays_per_batch", "measured_batch_size", "measured_batch_size_before_compaction"}
     assert section["aabb"] == {"min": [0.0] * 3, "max": [1.0] * 3} and section["params_type"] == "float"
@@ -123,6 +126,7 @@ def test_the_snapshot_holds_what_instant_ngps_testbed_reads(tmp_path):
     assert snapshot["loss"] == {"otype": "Huber"} and snapshot["optimizer"]["otype"] == "Ema"
 
 
+@pytest.mark.slow
 def test_a_snapshot_instant_ngp_wrote_is_read_through_its_dataset_transform():
     unit = trained_looking(((0.0,) * 3, (1.0,) * 3), seed=3)  # its world is the unit cube: density per unit length
     snapshot = export_snapshot(unit)
@@ -158,7 +162,8 @@ def test_a_snapshot_instant_ngp_wrote_is_read_through_its_dataset_transform():
     assert torch.allclose(colours[0][inside], colours[1][inside], atol=2e-3)
     # its occupancy: each of our cells takes the Instant-NGP cell it falls in (thickness -> density * our step)
     grid_values = np.frombuffer(snapshot["snapshot"]["density_grid_binary"], dtype="<f2")
-    centre = model.occupancy.aabb[0] + (torch.tensor([10, 64, 90]) + 0.5) / 128 * (model.occupancy.aabb[1] - model.occupancy.aabb[0])
+    centre = model.occupancy.aabb[0] + (torch.tensor([10, 64, 90]) + 0.5) / 128 * (
+        model.occupancy.aabb[1] - model.occupancy.aabb[0])
     cell = ((centre.double() * scale + torch.tensor(offset, dtype=torch.float64))[[1, 2, 0]] * 128).floor().long()
     expected = float(grid_values[morton_reference(*cell.tolist())]) / MIN_CONE_STEPSIZE * scale * model.step_size
     assert float(model.occupancy.opacity_at(centre[None])[0]) == pytest.approx(expected, rel=1e-5)

@@ -19,12 +19,12 @@ import torch
 
 pytest.importorskip("nerfstudio")
 
-from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 from fuzz import FIRST_SEED, WRONG  # noqa: E402
 from nerf_runs import NGP_NERF_BASE, SCENE  # noqa: E402
+from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 
-from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
 from inr_enc.nerfstudio import snapshot as snapshot_module  # noqa: E402
+from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
 from inr_enc.nerfstudio.snapshot import export_snapshot, read_snapshot, write_snapshot  # noqa: E402
 from inr_enc.nerfstudio.snapshot_cli import main  # noqa: E402
 from inr_enc.nerfstudio.snapshot_import import load_snapshot, snapshot_settings  # noqa: E402
@@ -94,7 +94,8 @@ def test_a_valid_snapshot_imports_up_to_the_cap(base, exported, tmp_path):
 FRAME = [[0.2, 0.0, 0.0, 0.5], [0.0, 0.2, 0.0, 0.5], [0.0, 0.0, 0.2, 0.5]]
 MUTATIONS = [  # (base, key path, value, the error's start)
     ("ngp", "snapshot.nerf.dataset", [1, 2], "snapshot.nerf.dataset: expected a mapping, got [1, 2]"),
-    ("ngp", "snapshot.nerf.dataset.offset", [0.5], "snapshot.nerf.dataset.offset: expected 3 finite numbers, got [0.5]"),
+    ("ngp", "snapshot.nerf.dataset.offset", [0.5],
+     "snapshot.nerf.dataset.offset: expected 3 finite numbers, got [0.5]"),
     ("ngp", "snapshot.nerf.dataset.offset", [0.5] * 4, "snapshot.nerf.dataset.offset: expected 3 finite numbers"),
     ("ngp", "snapshot.nerf.dataset.offset", "0.5", "snapshot.nerf.dataset.offset: expected 3 finite numbers"),
     ("ngp", "snapshot.nerf.dataset.offset", [0.5, NAN, 0.5], "snapshot.nerf.dataset.offset: expected 3 finite"),
@@ -131,7 +132,8 @@ MUTATIONS = [  # (base, key path, value, the error's start)
     ("ours", "snapshot.inr_enc.settings", "fast", "snapshot.inr_enc.settings: expected a mapping"),
     ("ours", "snapshot.inr_enc.settings.encoding", {"otype": "Frequency"},
      "snapshot.inr_enc.settings: unknown key 'encoding'"),
-    ("ours", "snapshot.inr_enc.settings.early_stop_eps", "x", "snapshot.inr_enc.settings.early_stop_eps: expected a finite"),
+    ("ours", "snapshot.inr_enc.settings.early_stop_eps", "x",
+     "snapshot.inr_enc.settings.early_stop_eps: expected a finite"),
     ("ours", "encoding", [1], "encoding: expected a mapping, got [1]"),
     ("ours", "loss", "Huber", "loss: expected a mapping, got 'Huber'"),
     ("ours", "optimizer.nested.decay_base", b"\x01", "optimizer.nested.decay_base: expected a JSON value"),
@@ -176,7 +178,8 @@ def gzip_bomb(n_mib, head=b"", unit=b""):
 
 def binaries_bomb(n_mib):
     """{"snapshot": [n_mib binaries of a MiB]}, compressed to ~n_mib kB: msgpack reads on while it inflates."""
-    return gzip_bomb(n_mib, b"\x81\xa8snapshot\xdd" + struct.pack(">I", n_mib), b"\xc6" + struct.pack(">I", (1 << 20) - 5))
+    return gzip_bomb(n_mib, b"\x81\xa8snapshot\xdd" + struct.pack(">I", n_mib),
+                     b"\xc6" + struct.pack(">I", (1 << 20) - 5))
 
 
 @pytest.mark.parametrize("name, content, message", [

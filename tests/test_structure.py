@@ -35,7 +35,8 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
             base = parts[: len(parts) - node.level + 1] if node.level else []
             prefix = ".".join(base + ([node.module] if node.module else []))
             # each name is a submodule, or else an attribute of the module (or package) it comes from
-            candidates = [f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in known else prefix for alias in node.names]
+            candidates = [f"{prefix}.{alias.name}" if f"{prefix}.{alias.name}" in known else prefix
+                          for alias in node.names]
         else:
             continue
         for candidate in candidates:

@@ -24,11 +24,15 @@ TCNN_CONFIGS = {
              "base_resolution": 3, "per_level_scale": 2.0, "interpolation": "Linear", "hash": "CoherentPrime"},
     "HashGrid": {"otype": "HashGrid", "type": "Hash", "n_levels": 3, "n_features_per_level": 2, "log2_hashmap_size": 5,
                  "base_resolution": 4, "per_level_scale": 2.0, "interpolation": "Smoothstep", "hash": "CoherentPrime"},
-    "DenseGrid": {"otype": "DenseGrid", "type": "Dense", "n_levels": 2, "n_features_per_level": 2, "log2_hashmap_size": 19,
+    "DenseGrid": {"otype": "DenseGrid", "type": "Dense", "n_levels": 2, "n_features_per_level": 2,
+                  "log2_hashmap_size": 19,
                   "base_resolution": 3, "per_level_scale": 1.5, "interpolation": "Linear", "hash": "CoherentPrime"},
-    "TiledGrid": {"otype": "TiledGrid", "type": "Tiled", "n_levels": 3, "n_features_per_level": 2, "log2_hashmap_size": 19,
+    "TiledGrid": {"otype": "TiledGrid", "type": "Tiled", "n_levels": 3, "n_features_per_level": 2,
+                  "log2_hashmap_size": 19,
                   "base_resolution": 3, "per_level_scale": 2.0, "interpolation": "Linear", "hash": "CoherentPrime"},
-    "NeRF": None, "RandomFourier": None, "LearnableFourier": None, "Progressive": None, "ShiftedBasis": None, "Hybrid": None, "LatentGrid": None,  # not tcnn encodings
+    # not tcnn encodings
+    "NeRF": None, "RandomFourier": None, "LearnableFourier": None, "Progressive": None, "ShiftedBasis": None,
+    "Hybrid": None, "LatentGrid": None,
 }
 
 
@@ -69,7 +73,8 @@ def test_progressive_hands_the_backend_to_its_nested_encoder():
         encoder(torch.rand(4, 3))
 
 
-needs_tcnn = pytest.mark.skipif(not (torch.cuda.is_available() and tcnn_available()), reason="needs CUDA and tinycudann")
+needs_tcnn = pytest.mark.skipif(not (torch.cuda.is_available() and tcnn_available()),
+                                reason="needs CUDA and tinycudann")
 
 
 @needs_tcnn

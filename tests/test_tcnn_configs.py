@@ -16,16 +16,17 @@ from inr_enc import Field, build_encoder
 from inr_enc.cli import main as inr_fit
 from inr_enc.field.schema import resolve_training
 from inr_enc.field.tcnn_sections import training_from_tcnn
+from inr_enc.optim.ema import WeightEma
 from inr_enc.optim.losses import elementwise_loss
 from inr_enc.optim.schedule import lr_factor
 from inr_enc.optim.setup import make_optimizer
-from inr_enc.optim.ema import WeightEma
 
 # tiny-cuda-nn data/config_hash.json and data/config_oneblob.json, and Instant-NGP configs/nerf/base.json (its
 # image-fitting parts: the NeRF-only sections go to ns-train), retyped as data.
 CONFIG_HASH = {
     "loss": {"otype": "RelativeL2"},
-    "optimizer": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15, "l2_reg": 1e-6},
+    "optimizer": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15,
+                  "l2_reg": 1e-6},
     "encoding": {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 15,
                  "base_resolution": 16, "per_level_scale": 1.5, "fixed_point_pos": False},
     "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64,
@@ -51,8 +52,10 @@ NGP_BASE = {
 
 
 @pytest.mark.parametrize("name,config,expected", [
-    ("config_hash", CONFIG_HASH, {"loss": "RelativeL2", "lr": 0.01, "betas": [0.9, 0.99], "eps": 1e-15, "l2_reg": 1e-6}),
-    ("config_oneblob", CONFIG_ONEBLOB, {"loss": "RelativeL2", "lr": 0.01, "betas": [0.9, 0.99], "eps": 1e-8, "l2_reg": 1e-8}),
+    ("config_hash", CONFIG_HASH,
+     {"loss": "RelativeL2", "lr": 0.01, "betas": [0.9, 0.99], "eps": 1e-15, "l2_reg": 1e-6}),
+    ("config_oneblob", CONFIG_ONEBLOB,
+     {"loss": "RelativeL2", "lr": 0.01, "betas": [0.9, 0.99], "eps": 1e-8, "l2_reg": 1e-8}),
     ("ngp_base", NGP_BASE, {"loss": "Huber", "ema_decay": 0.95, "schedule": "exponential", "decay_start": 20000,
                             "decay_interval": 10000, "decay_base": 0.33, "decay_end": 10000000, "lr": 0.01}),
 ])
@@ -88,8 +91,10 @@ def test_sections_that_have_no_counterpart_are_refused():
     adam = {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "l2_reg": 1e-8}
     assert training_from_tcnn(None, {"otype": "Adam"}) == adam
     assert training_from_tcnn({}, {}) == {"loss": "RelativeL2", **adam}
-    assert training_from_tcnn({"otype": "Mape"}, {"otype": "EMA", "decay": 0.9}) == {"loss": "MAPE", "ema_decay": 0.9, **adam}
-    assert training_from_tcnn(None, {"otype": "Adam", "skip_zero_grad_non_matrix_params": True, "non_matrix_l2_reg": 0}) == adam
+    assert (training_from_tcnn({"otype": "Mape"}, {"otype": "EMA", "decay": 0.9})
+            == {"loss": "MAPE", "ema_decay": 0.9, **adam})
+    assert training_from_tcnn(None, {"otype": "Adam", "skip_zero_grad_non_matrix_params": True,
+                                     "non_matrix_l2_reg": 0}) == adam
 
 
 def test_a_key_given_twice_is_refused(tmp_path, capsys):
@@ -203,12 +208,14 @@ def test_l2_reg_applies_to_the_network_weight_matrices_only():
     assert [p.shape for p in batch.matrix_parameters()] == [(2, *m.shape) for m in field.matrix_parameters()]
 
 
+@pytest.mark.slow
 def test_ema_runs_are_written_with_the_average_and_resume(tmp_path):
     config = copy.deepcopy(NGP_BASE)
     config["encoding"]["log2_hashmap_size"] = 12
     path = tmp_path / "ema.yaml"
     path.write_text(yaml.safe_dump(config))
-    common = ["image", "--config", str(path), "--eval-every", "2", "--checkpoint-every", "2", "--quiet", "--pictures", "none"]
+    common = ["image", "--config", str(path), "--eval-every", "2", "--checkpoint-every", "2", "--quiet",
+              "--pictures", "none"]
     assert inr_fit(common + ["--steps", "6", "--out", str(tmp_path / "straight")]) == 0
     assert inr_fit(common + ["--steps", "4", "--out", str(tmp_path / "resumed")]) == 0
     assert inr_fit(["image", "--resume", str(tmp_path / "resumed"), "--steps", "6", "--quiet"]) == 0
@@ -233,7 +240,8 @@ def test_a_folder_run_of_another_signal_is_refused_and_groups_refuse_ema(tmp_pat
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump({"encoding": {"otype": "Frequency", "n_frequencies": 2},
                                       "network": {"n_neurons": 8, "n_hidden_layers": 1}, "training": {"steps": 2}}))
-    args = ["images", str(folder), "--config", str(config), "--quiet", "--pictures", "none", "--out", str(tmp_path / "o")]
+    args = ["images", str(folder), "--config", str(config), "--quiet", "--pictures", "none",
+            "--out", str(tmp_path / "o")]
     assert inr_fit(args) == 0
     iio.imwrite(folder / "a.png", np.zeros((20, 16, 3), dtype=np.uint8))  # another image under the same name
     assert inr_fit(args) == 2
@@ -302,7 +310,8 @@ def test_instant_ngp_image_configs_load_with_comments_and_parents(tmp_path):
     inherited = ["base_resolution", "log2_hashmap_size", "n_features_per_level", "n_levels"]
     assert frequency == {**base, "encoding": {**base["encoding"], "otype": "Frequency", "n_frequencies": 16,
                                               "__inherited__": inherited}}
-    assert build_encoder(frequency["encoding"], 2).config == build_encoder({"otype": "Frequency", "n_frequencies": 16}, 2).config
+    assert (build_encoder(frequency["encoding"], 2).config
+            == build_encoder({"otype": "Frequency", "n_frequencies": 16}, 2).config)
     image = tmp_path / "image.png"
     import imageio.v3 as iio
     iio.imwrite(image, np.random.default_rng(0).integers(0, 256, (12, 10, 3), dtype=np.uint8))
@@ -342,7 +351,8 @@ def test_parent_patches_merge_keys_remove_nulls_and_refuse_cycles(tmp_path):
     (tmp_path / "child.yaml").write_text("parent: base.json\na: {c: null, e: 3}\nd: [2]\n")
     assert load_config(tmp_path / "child.yaml") == {"a": {"b": 1, "e": 3}, "url": "http://x//y", "d": [2]}
     from inr_enc.config.files import merge_patch  # an otype where the parent names none merges, as RFC 7386
-    assert merge_patch({"n": {"width": 64}}, {"n": {"otype": "CutlassMLP"}}) == {"n": {"width": 64, "otype": "CutlassMLP"}}
+    assert (merge_patch({"n": {"width": 64}}, {"n": {"otype": "CutlassMLP"}})
+            == {"n": {"width": 64, "otype": "CutlassMLP"}})
     assert merge_patch({"n": {"otype": "A", "k": 1}}, {"n": {"otype": None}}) == {"n": {"k": 1}}
     (tmp_path / "loop1.json").write_text('{"parent": "loop2.json"}')
     (tmp_path / "loop2.json").write_text('{"parent": "loop1.json"}')

@@ -8,6 +8,7 @@ import struct
 import numpy as np
 import pytest
 import torch
+from reference import encode_point, level_layout
 
 from inr_enc import load_tcnn_params, tcnn_n_params, tcnn_params
 from inr_enc.encoders import build_encoder
@@ -15,7 +16,6 @@ from inr_enc.field import Field
 from inr_enc.networks import MLP, TcnnMLP, build_network
 from inr_enc.networks.tcnn_mlp import tcnn_input_columns
 from inr_enc.ops.pcg32 import Pcg32
-from reference import encode_point, level_layout
 
 M64 = (1 << 64) - 1
 
@@ -94,17 +94,21 @@ GRID = {"otype": "HashGrid", "n_levels": 3, "n_features_per_level": 2, "log2_has
         "per_level_scale": 2.0}
 
 
-@pytest.mark.parametrize("otype, neurons, hidden", [("FullyFusedMLP", 64, 2), ("CutlassMLP", 40, 3), ("CutlassMLP", 8, 0)])
-@pytest.mark.parametrize("encoding, n_encoded", [({"otype": "Identity"}, 3), ({"otype": "Frequency", "n_frequencies": 6}, 36),
+@pytest.mark.parametrize("otype, neurons, hidden", [("FullyFusedMLP", 64, 2), ("CutlassMLP", 40, 3),
+                                                   ("CutlassMLP", 8, 0)])
+@pytest.mark.parametrize("encoding, n_encoded", [({"otype": "Identity"}, 3),
+                                                 ({"otype": "Frequency", "n_frequencies": 6}, 36),
                                                  (GRID, 6)])
 def test_n_params_equals_tcnns_for_every_network_otype(otype, neurons, hidden, encoding, n_encoded):
-    # tcnn's constructors: [W, pad16(in)], (hidden - 1) x [W, W], [pad16(out), W]; no hidden layer: [pad16(out), pad16(in)]
+    # tcnn's constructors: [W, pad16(in)], (hidden - 1) x [W, W], [pad16(out), W]; no hidden layer:
+    # [pad16(out), pad16(in)]
     n_out = 3
     pad_in, pad_out = -(-n_encoded // 16) * 16, -(-n_out // 16) * 16
     network = (pad_out * pad_in if hidden == 0
                else neurons * pad_in + (hidden - 1) * neurons * neurons + pad_out * neurons)
     encoding_params = grid_params(3, GRID)[1] if encoding is GRID else 0
-    field = Field(3, n_out, {"encoding": encoding, "network": {"otype": otype, "n_neurons": neurons, "n_hidden_layers": hidden}})
+    field = Field(3, n_out, {"encoding": encoding,
+                             "network": {"otype": otype, "n_neurons": neurons, "n_hidden_layers": hidden}})
     assert tcnn_n_params(field.network) == network
     assert tcnn_n_params(field.encoder) == encoding_params
     assert tcnn_n_params(field) == network + encoding_params
@@ -118,11 +122,13 @@ def test_padded_inputs_hold_the_constants_tcnns_encodings_write():
         {"otype": "Identity", "n_dims_to_encode": 1},
         {**GRID, "n_features_per_level": 4, "n_levels": 2}]}, 3).spec
     assert tcnn_input_columns(12, spec) == [None] + [1.0] * 3 + [None] * 8 + [0.0] * 4
-    # tcnn's Composite output would be 12 wide here (3 padded dims), inr_enc's is 9: the tcnn backend is not offered for it
+    # tcnn's Composite output would be 12 wide here (3 padded dims), inr_enc's is 9: the tcnn backend is not offered
+    # for it
     assert build_encoder(spec.config, 3).tcnn_config() is None
     assert tcnn_input_columns(5, None) == [None] * 5 + [1.0] * 11
     # SphericalHarmonics writes its padding first (spherical_harmonics.h kernel_sh)
-    assert tcnn_input_columns(9, build_encoder({"otype": "SphericalHarmonics", "degree": 3}, 3).spec) == [1.0] * 7 + [None] * 9
+    assert (tcnn_input_columns(9, build_encoder({"otype": "SphericalHarmonics", "degree": 3}, 3).spec)
+            == [1.0] * 7 + [None] * 9)
     assert tcnn_input_columns(6, build_encoder(GRID, 3).spec) == [None] * 6 + [0.0] * 10
     summed = build_encoder({"otype": "Composite", "reduction": "Sum", "nested": [
         {"otype": "Identity", "n_dims_to_encode": 2}, {"otype": "Frequency", "n_frequencies": 1}]}, 3).spec
@@ -229,7 +235,8 @@ def test_every_tcnn_activation_as_tcnn_computes_it():
 
 
 def test_padded_outputs_and_zero_padded_inputs_get_no_gradient():
-    field = Field(3, 2, {"encoding": GRID, "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1}})
+    field = Field(3, 2, {"encoding": GRID,
+                         "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1}})
     field(torch.rand(64, 3)).sum().backward()
     first, last = (layer.weight.grad for layer in field.network.layers)
     assert torch.all(first[:, 6:] == 0) and torch.all(last[2:] == 0)
@@ -237,9 +244,11 @@ def test_padded_outputs_and_zero_padded_inputs_get_no_gradient():
 
 
 def test_inr_enc_mlp_and_bad_params_are_refused():
-    with pytest.raises(ValueError, match="tcnn has no layout for a MLP network; tcnn's networks are otype FullyFusedMLP"):
+    with pytest.raises(ValueError,
+                       match="tcnn has no layout for a MLP network; tcnn's networks are otype FullyFusedMLP"):
         tcnn_params(MLP(3, 2, {}))
-    field = Field(3, 2, {"encoding": GRID, "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1}})
+    field = Field(3, 2, {"encoding": GRID,
+                         "network": {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 1}})
     with pytest.raises(ValueError, match=f"expected a flat float array of {tcnn_n_params(field)} values"):
         load_tcnn_params(field, torch.zeros(tcnn_n_params(field) - 1))
     with pytest.raises(ValueError, match="tcnn has no layout for a RandomFourier encoding"):

@@ -32,7 +32,8 @@ def unit(v):
     return torch.nn.functional.normalize(v, dim=-1)
 
 
-@pytest.mark.parametrize("settings", [TYPICAL, DISPARITY, (0.0, 10.305, 0.0, 0.01, 0.01), (0.1, 500.0, 1 / 128, 0.01, 1.0),
+@pytest.mark.parametrize("settings", [TYPICAL, DISPARITY, (0.0, 10.305, 0.0, 0.01, 0.01),
+                                      (0.1, 500.0, 1 / 128, 0.01, 1.0),
                                       (0.3, 40.7, 0.1, 0.05, 2.0), (2.0, 3.0, 0.5, 1e-3, 0.3),
                                       (0.1, 500.0, 1 / 128, 0.01, 1.0, 0.01), (0.3, 40.7, 0.1, 0.05, 2.0, 0.3),
                                       (0.0, 100.0, 0.0, 0.01, 5.0, 0.02), (0.5, 1e4, 0.01, 1e-3, 1e10, 1e-5)])
@@ -231,7 +232,8 @@ def test_state_dict_round_trip_and_bad_settings():
                                   ContractedOccupancyGrid(resolution=8)])
 def test_both_grids_refuse_bad_sample_arguments(grid):
     rays = torch.zeros(4, 3), torch.tensor([[1.0, 0.0, 0.0]] * 4)
-    for kwargs, message in (({"early_stop_eps": 0.0}, "0 < early_stop_eps < 1"), ({"alpha_threshold": 1.0}, "alpha_threshold < 1"),
+    for kwargs, message in (({"early_stop_eps": 0.0}, "0 < early_stop_eps < 1"),
+                            ({"alpha_threshold": 1.0}, "alpha_threshold < 1"),
                             ({"window": 0}, "window >= 1")):
         with pytest.raises(ValueError, match=message):
             grid.sample(*rays, **kwargs)

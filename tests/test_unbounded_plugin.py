@@ -52,6 +52,7 @@ def _rays(seed, n=128):
     return bundle, target
 
 
+@pytest.mark.slow
 def test_a_contracted_model_learns_the_sky_as_density_beyond_the_box():
     torch.manual_seed(0)
     config = InrNerfModelConfig(scene_contraction="linf", encoding=dict(SMALL_GRID), grid_resolution=16,
@@ -80,13 +81,13 @@ def test_a_contracted_model_learns_the_sky_as_density_beyond_the_box():
     assert float(ends.max()) > 100  # rays are sampled far beyond the box (cone-angle steps)
 
 
+@pytest.mark.slow
 def test_ns_train_then_ns_eval_on_the_unbounded_capture_beats_the_untrained_model(tmp_path):
     """The bundled 360-degree capture through ns-train's nerfstudio-data parser (COLMAP's estimated poses, so pose
     refinement too), a short run, then ns-eval on the held-out views against the same pipeline untrained."""
     import json
 
     import yaml
-
     from test_nerfstudio_plugin import BIN, ROOT, run
 
     result = run(BIN / "ns-train", "inr-hashgrid", "--machine.device-type", "cpu", "--max-num-iterations", 30,

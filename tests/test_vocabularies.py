@@ -16,9 +16,9 @@ import yaml
 from inr_enc.cli import build_parser
 from inr_enc.cli import main as inr_fit
 from inr_enc.config.backends import BACKENDS
+from inr_enc.encoders import ENCODERS
 from inr_enc.field.schema import resolve_run, resolve_training
 from inr_enc.field.tcnn_sections import training_from_tcnn
-from inr_enc.encoders import ENCODERS
 from inr_enc.fitting import tasks as registry
 from inr_enc.fitting.inputs import default_out, list_signals
 from inr_enc.fitting.outputs import OUTPUT_FILES
@@ -76,17 +76,19 @@ def test_a_run_lives_where_config_and_checkpoint_are_and_the_default_out(tmp_pat
     (tmp_path / "checkpoint.pt").write_bytes(b"")
     assert holds_run(tmp_path) and not holds_run(tmp_path / "nothing")
     assert default_out("photos/cat.png", ["configs/hashgrid.yaml"], folder=False) == Path("out/cat-hashgrid")
-    assert default_out(str(tmp_path / "*.png"), ["hashgrid", "siren"], folder=True) == Path(f"out/{tmp_path.name}-hashgrid+siren")
+    expected = Path(f"out/{tmp_path.name}-hashgrid+siren")
+    assert default_out(str(tmp_path / "*.png"), ["hashgrid", "siren"], folder=True) == expected
 
 
 def test_one_loss_registry_with_tcnns_names():
     assert list(LOSSES) == ["MSE", "L1", "RelativeL1", "RelativeL2", "MAPE", "SMAPE", "Huber"]
     assert TCNN_LOSSES == {"L2": "MSE", "L1": "L1", "RelativeL1": "RelativeL1", "RelativeL2": "RelativeL2",
                            "MAPE": "MAPE", "SMAPE": "SMAPE", "Huber": "Huber", "SmoothL1": "Huber"}  # tcnn, Instant-NGP
-    assert [check_loss("s", "loss", name) for name in ("l2", "smoothl1", "relativel1")] == ["MSE", "Huber", "RelativeL1"]
+    names = ("l2", "smoothl1", "relativel1")
+    assert [check_loss("s", "loss", name) for name in names] == ["MSE", "Huber", "RelativeL1"]
     assert resolve_training({"loss": "SmoothL1"})["loss"] == training_from_tcnn({"otype": "SmoothL1"}, None)["loss"]
     with pytest.raises(ValueError, match=r"^training: 'loss' must be one of MSE, L1, RelativeL1, RelativeL2, MAPE, "
-                                         r"SMAPE, Huber \(or tcnn's L2, SmoothL1\); got 'LogL1'$"):
+                                         r"SMAPE, Huber, L2, SmoothL1; got 'LogL1'$"):
         resolve_training({"loss": "LogL1"})
     p, t = torch.tensor([0.5, -0.2]), torch.tensor([0.3, 0.3])
     assert torch.allclose(elementwise_loss("MAPE", p, t), torch.tensor([0.2, 0.5]) / 0.31)
@@ -123,7 +125,7 @@ def test_one_list_of_backends_and_the_schema_checks_the_runs():
     tcnn_composite = {"encoding": {"otype": "Composite", "nested": [{"otype": "Frequency", "n_dims_to_encode": 1},
                                                                      {"otype": "HashGrid"}]}, "backend": "tcnn"}
     assert resolve_run(tcnn_composite, TASK, 2, 3, [8, 8])["backend"] == "tcnn"  # tcnn runs the whole composition
-    with pytest.raises(ValueError, match=r"^config: 'backend' must be one of auto, torch, cpp, triton, tcnn; got 'cuda'"):
+    with pytest.raises(ValueError, match=r"^config: 'backend' must be one of auto, torch, cpp, triton, tcnn; got"):
         resolve_run({**GRID, "backend": "cuda"}, TASK, 2, 3, [8, 8])
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("setuptools")
+pytestmark = pytest.mark.slow  # builds and installs a wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "inr_enc"
