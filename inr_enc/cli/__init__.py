@@ -19,8 +19,8 @@ from __future__ import annotations
 import sys
 
 from ..fitting.image import SAMPLE_IMAGE as DEFAULT_IMAGE
-from ..fitting.tasks import folder_tasks
 from ..fitting.stops import Diverged, Interrupted, interrupts_noted
+from ..fitting.tasks import folder_tasks
 from .folder import fit_files, report_files
 from .parser import HELP_DEFAULTS, build_parser, parse_args, say
 from .single import fit, list_configs

@@ -4,8 +4,17 @@
 network registries, so it is imported as ``inr_enc.field.schema`` and not from here.
 """
 
-from .checks import (Registry, check_bool, check_choice, check_float, check_int, check_keys, check_mapping,
-                     config_error, lookup_otype)
+from .checks import (
+                     Registry,
+                     check_bool,
+                     check_choice,
+                     check_float,
+                     check_int,
+                     check_keys,
+                     check_mapping,
+                     config_error,
+                     lookup_otype,
+)
 from .files import CONFIG_DIR, available_configs, load_config
 from .memory import check_memory, memory_limit, parse_bytes, set_memory_limit
 

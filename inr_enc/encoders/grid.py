@@ -19,8 +19,18 @@ import torch
 
 from ..config.backends import IMPLEMENTATIONS
 from ..config.checks import check_bool, check_choice, check_float, check_int, check_seed, config_error
-from ..ops.grid import (GRID_TYPES, HASH_PRIMES, INTERPOLATIONS, UINT32_MASK, GridLevel, GridLevels,
-                        default_per_level_scale, grid_encoding, grid_levels, sparse_accumulator)
+from ..ops.grid import (
+    GRID_TYPES,
+    HASH_PRIMES,
+    INTERPOLATIONS,
+    UINT32_MASK,
+    GridLevel,
+    GridLevels,
+    default_per_level_scale,
+    grid_encoding,
+    grid_levels,
+    sparse_accumulator,
+)
 from .base import Encoder, seeded_generator
 from .registry import register_encoder
 

@@ -23,7 +23,14 @@ from ..ops.grid import HASH_PRIMES, INTERPOLATIONS, GridLevel, GridLevels, grid_
 from ..ops.phase import max_row_l1, saturate
 from ..ops.precision import wide_dtype
 from .base import seeded_generator
-from .grid import Multiresolution, check_finest_scale, check_level_keys, check_table_size, init_table, levels_buffer_count
+from .grid import (
+    Multiresolution,
+    check_finest_scale,
+    check_level_keys,
+    check_table_size,
+    init_table,
+    levels_buffer_count,
+)
 from .registry import register_encoder
 
 # Sigma points use chol(cov + (REL_JITTER * trace / d + ABS_JITTER) I): rank-deficient or float32-rounded

@@ -11,8 +11,8 @@ from torch import nn
 
 from ..config.checks import check_float, check_int, check_seed, config_error
 from .base import Encoder, seeded_generator
-from .registry import register_encoder
 from .random_fourier import MAX_SIGMA, fourier_features
+from .registry import register_encoder
 
 
 def _uniform(shape: tuple[int, ...], bound: float, generator: torch.Generator) -> nn.Parameter:

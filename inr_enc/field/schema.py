@@ -14,15 +14,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..encoders.base import EncoderSpec
+from ..config.checks import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_keys,
+    check_mapping,
+    check_seed,
+    config_error,
+)
+from ..config.memory import check_memory, format_bytes
 from ..encoders.backends import BACKENDS, check_backend
+from ..encoders.base import EncoderSpec
 from ..encoders.registry import encoder_class, encoder_spec
 from ..networks.base import Network
 from ..networks.registry import network_class, resolve_network
 from ..optim.ema import check_ema_decay
 from ..optim.losses import check_loss
-from ..config.checks import check_bool, check_choice, check_float, check_int, check_keys, check_mapping, check_seed, config_error
-from ..config.memory import check_memory, format_bytes
 from .tcnn_sections import EXPONENTIAL_DECAY, LION, training_from_tcnn
 
 RUN_KEYS = ("encoding", "network", "training", "seed", "backend", "loss", "optimizer")  # loss, optimizer: tcnn's sections

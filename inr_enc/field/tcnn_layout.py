@@ -18,8 +18,8 @@ from torch import nn
 
 from ..encoders import Composite, Encoder
 from ..encoders.grid import Grid
-from .field import Field
 from ..networks import Network, TcnnMLP
+from .field import Field
 
 
 def tcnn_parameters(module: Encoder | Network | Field) -> list[nn.Parameter]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..optim.losses import TCNN_LOSSES
 from ..config.checks import check_keys, check_mapping, config_error, without_unread_inherited
+from ..optim.losses import TCNN_LOSSES
 
 ADAM = {"learning_rate": 1e-3, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "l2_reg": 1e-8}
 # Adam keys tcnn reads whose other values inr_enc does not compute: accepted at tcnn's default only (adam.h members)

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from ..config.memory import check_memory
-from ..field.schema import estimate_run_memory
 from ..field.batch import FieldBatch, batching_unavailable_reason
+from ..field.schema import estimate_run_memory
 from .checkpoints import load_group_file
 from .loop import Fitter
 from .outputs import OUTPUT_FILES

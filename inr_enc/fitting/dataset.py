@@ -30,15 +30,15 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from .outputs import METRICS_FILE
 from .batched import fit_group, group_unavailable_reason, plan_groups
 from .checkpoints import GROUP_CHECKPOINTS, saved_group_files, saved_step
 from .inputs import check_unchanged, run_names, same_input_and_facts
+from .outputs import METRICS_FILE
 from .run import fit_run, read_task, resolve_for, resolve_task_run
 from .run_folder import CHECKPOINT, holds_run, read_config
 from .stops import Diverged
-from .tasks import task_info
 from .summary import check_replaceable, finite_numbers, summary_row, write_summary
+from .tasks import task_info
 
 NO_MEMORY_LIMIT = 1 << 62  # bytes
 GATHER_TIMEOUT = datetime.timedelta(days=7)  # ranks wait this long for the slowest one's share

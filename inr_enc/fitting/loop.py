@@ -20,12 +20,19 @@ from tqdm import tqdm
 from ..field.batch import FieldBatch
 from ..metrics import psnr
 from ..ops.schedules import set_training_step
-from .checkpoints import (error_line, member_optimizer_state, model_state, provenance, read_checkpoint,
-                          stack_optimizer_states, write_checkpoint)
-from .run_folder import CHECKPOINT, RunFolder, write_config
-from .stops import Diverged, Interrupted, signals_handled_by
 from ..optim.losses import elementwise_loss
 from ..optim.setup import batch_index, make_average, make_optimizer
+from .checkpoints import (
+    error_line,
+    member_optimizer_state,
+    model_state,
+    provenance,
+    read_checkpoint,
+    stack_optimizer_states,
+    write_checkpoint,
+)
+from .run_folder import CHECKPOINT, RunFolder, write_config
+from .stops import Diverged, Interrupted, signals_handled_by
 
 
 @dataclass
@@ -61,8 +68,7 @@ class StepObserver:
 
 
 def sample_centres(n: int, selection: slice = slice(None)) -> torch.Tensor:
-    """(i + 0.5) / n for the selected i in 0..n-1 (pixel or sample centres in [0, 1]): [k] float32, rounded once
-    from float64."""
+    """(i + 0.5) / n for the selected i < n (pixel or sample centres in [0, 1]): [k] float32, rounded from float64."""
     return ((torch.arange(n, dtype=torch.float64)[selection] + 0.5) / n).float()
 
 
@@ -116,8 +122,7 @@ class Fitter:
             raise self.diverged[min(self.diverged)]
 
     def set_states(self, states: list[dict[str, Any]]) -> None:
-        """Each model's FitState from its saved fields (step, seconds, history, losses; runs saved before per-step
-        losses have none)."""
+        """Each model's FitState from its saved step, seconds, history and losses (none in runs saved before those)."""
         self.states = [FitState(int(s["step"]), float(s["seconds"]), list(s["history"]), list(s.get("losses", [])))
                        for s in states]
 
@@ -151,8 +156,7 @@ class Fitter:
         self.checkpoint_step = step
 
     def load_checkpoints(self) -> None:
-        """Continue from each model's checkpoint.pt; ValueError (one line) for a damaged file, one of another model,
-        or a batch's checkpoints at different steps."""
+        """Continue from each model's checkpoint.pt; ValueError (one line) if damaged, foreign or at unequal steps."""
         payloads, models, singles = [], [], []
         for m, model in self.models():
             path = self.folders[m].path / CHECKPOINT
@@ -182,13 +186,11 @@ class Fitter:
         self.set_states(payloads)
         self.checkpoint_step = self.states[0].step
     def averaged(self) -> AbstractContextManager:
-        """Within the block the model holds the weights evaluation and the outputs use: the moving average with
-        tcnn's Ema (training.ema_decay), else the trained weights."""
+        """Within the block the model holds the weights evaluation and outputs use: tcnn's Ema average, else trained."""
         return self.average.applied() if self.average is not None else nullcontext()
 
     def evaluate(self, stop: Callable[[], bool] | None = None) -> list[float]:
-        """Each model's PSNR on its evaluation samples (a model whose error is not finite diverges); Interrupted
-        between chunks once ``stop()`` says True."""
+        """Each model's PSNR on its evaluation samples (not finite: it diverges); Interrupted once ``stop()``."""
         coords, chunk = self.problems[0].eval_coords, max(self.training["eval_chunk"] // self.n, 1)
         model = (lambda x: self.model(x.expand(self.n, -1, -1)).transpose(0, 1)) if self.batched else \
             (lambda x: self.model(x).unsqueeze(1))
@@ -226,8 +228,7 @@ class Fitter:
         return losses.tolist()
 
     def solve(self, solve: Callable[[], float]) -> None:
-        """Fit one model in closed form instead of by steps: ``solve()`` sets the weights and returns the seconds it
-        took; the state records one evaluation (step 0) and is checkpointed."""
+        """Closed-form fit: ``solve()`` sets the weights, returns its seconds; evaluated at step 0, checkpointed."""
         state = self.states[0]
         state.seconds = solve()
         prediction = predict(self.model, self.problems[0].train_coords, self.training["eval_chunk"], self.device)
@@ -273,7 +274,7 @@ class Fitter:
                     elapsed = time.perf_counter() - start
                     for state, loss in zip(states, losses):
                         state.seconds += elapsed / self.n  # a batch's time over its models
-                        state.step += 1  # schedules stay as in the step just taken: evaluation sees the model as trained
+                        state.step += 1  # schedules stay as in the step taken: evaluation sees the model as trained
                         state.losses.append(loss)
                     step = states[0].step
                     observer.step(step, losses[0], lr, samples / max(elapsed, 1e-9))

@@ -14,22 +14,30 @@ from typing import Any
 
 import torch
 
-from ..field.schema import FieldSpec, check_task, resolve_run
 from ..field import Field
+from ..field.schema import FieldSpec, check_task, resolve_run
 from ..ops.grid.cpu_kernel import cpu_extension
 from ..optim import grid_tables
 from ..optim.lazy_adam import lazy_adam_extension
 from .audio import AudioTask
+from .checkpoints import provenance
 from .image import ImageTask
 from .inputs import file_identity
-from .checkpoints import provenance
 from .loop import FitState, Fitter
-from .outputs import CURVE_FILE, MODEL_FILE, OUTPUT_FILES, read_model_file, size_metrics, write_metrics, write_model_file
+from .outputs import (
+    CURVE_FILE,
+    MODEL_FILE,
+    OUTPUT_FILES,
+    read_model_file,
+    size_metrics,
+    write_metrics,
+    write_model_file,
+)
 from .pictures import write_curve
-from .tensorboard import TensorBoardLog
 from .run_folder import RunFolder
 from .stops import Interrupted, raise_if_interrupted
 from .tasks import task_info
+from .tensorboard import TensorBoardLog
 
 
 def read_task(kind: str, path: str, train_split: bool) -> ImageTask | AudioTask:

@@ -26,8 +26,17 @@ from PIL import Image as PILImage
 
 from ..config.memory import check_memory
 from ..io import atomic_path
-from .image_formats import PIL_DTYPES, SignalError, first_line, png_direct, read_pillow, read_png, read_tiff, \
-    pillow_image, tiff_layout
+from .image_formats import (
+    PIL_DTYPES,
+    SignalError,
+    first_line,
+    pillow_image,
+    png_direct,
+    read_pillow,
+    read_png,
+    read_tiff,
+    tiff_layout,
+)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-
 _signals: list[int] = []  # SIGINT/SIGTERM received within interrupts_noted()
 
 

@@ -37,8 +37,13 @@ from nerfstudio.fields.base_field import Field, get_normalized_directions
 
 from ..encoders import build_encoder
 from ..nerf.contraction import Norm
-from ..nerf.space import (frame_gaussians_to_unit, frame_to_unit, gaussians_to_unit, to_unit,
-                          unit_lengths_per_world_length)
+from ..nerf.space import (
+    frame_gaussians_to_unit,
+    frame_to_unit,
+    gaussians_to_unit,
+    to_unit,
+    unit_lengths_per_world_length,
+)
 from ..networks import MLP, build_network
 from .instant_ngp import color_input_encoding
 

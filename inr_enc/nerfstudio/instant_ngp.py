@@ -16,8 +16,8 @@ import math
 from typing import Any
 
 from ..config import load_config
-from ..config.parsing import parse_text
 from ..config.checks import check_int, check_keys, check_mapping, config_error
+from ..config.parsing import parse_text
 from ..field.tcnn_sections import training_from_tcnn
 from ..networks import TcnnMLP
 from ..networks.registry import network_class

@@ -16,8 +16,8 @@ from nerfstudio.engine.optimizers import AdamOptimizerConfig
 from nerfstudio.engine.schedulers import Scheduler, SchedulerConfig
 from torch.optim import lr_scheduler
 
-from ..optim.schedule import lr_factor
 from ..optim import GridAdam
+from ..optim.schedule import lr_factor
 
 
 def lazy_adam(params: Iterable[torch.nn.Parameter], lr: float, eps: float = 1e-15, weight_decay: float = 0.0,

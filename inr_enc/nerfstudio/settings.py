@@ -24,8 +24,8 @@ from nerfstudio.data.dataparsers.dnerf_dataparser import DNeRFDataParserConfig
 
 from ..config import check_mapping, load_config
 from ..config.parsing import parse_text
-from ..field.schema import FIELD_KEYS, RUN_KEYS, resolve_field
 from ..encoders import encoder_spec
+from ..field.schema import FIELD_KEYS, RUN_KEYS, resolve_field
 from ..networks import MLP, TcnnMLP
 from ..networks.registry import network_class, resolve_network
 from ..optim.ema import check_ema_decay

@@ -30,11 +30,11 @@ from typing import Any
 import msgpack
 import torch
 
+from ..field.tcnn_layout import tcnn_params
 from ..io import atomic_path
-from ..networks import TcnnMLP
 from ..nerf.occupancy import OccupancyGrid
 from ..nerf.space import unit_to_world
-from ..field.tcnn_layout import tcnn_params
+from ..networks import TcnnMLP
 from ..version import __version__
 from .snapshot_schema import GRID_SIZE, RENDER_SETTINGS, check_snapshot
 

@@ -17,9 +17,16 @@ import torch
 
 from ...config.backends import KERNELS
 from ..ranks import several_ranks
-from .layout import GRID_TYPES, HASH_PRIMES, INTERPOLATIONS, UINT32_MASK, GridLevel, default_per_level_scale, grid_levels
+from .layout import (
+    GRID_TYPES,
+    HASH_PRIMES,
+    INTERPOLATIONS,
+    UINT32_MASK,
+    GridLevel,
+    default_per_level_scale,
+    grid_levels,
+)
 from .reference import GridLevels, torch_grid_encoding
-
 
 
 def kernel_unavailable_reason(kernel: str, x: torch.Tensor, tables: Iterable[torch.Tensor] = ()) -> str | None:
