@@ -29,8 +29,8 @@ def max_component(dtype: torch.dtype) -> float:
     return 2.0 ** ((max_exponent(dtype) - 64) // (MAX_DEGREE - 1))
 
 
-def _normalisation(l: int, m: int) -> float:
-    k = math.sqrt((2 * l + 1) / (4 * math.pi) * math.factorial(l - abs(m)) / math.factorial(l + abs(m)))
+def _normalisation(ell: int, m: int) -> float:
+    k = math.sqrt((2 * ell + 1) / (4 * math.pi) * math.factorial(ell - abs(m)) / math.factorial(ell + abs(m)))
     return k * math.sqrt(2.0) if m != 0 else k
 
 
@@ -56,13 +56,14 @@ def spherical_harmonics_encoding(x: torch.Tensor, degree: int) -> torch.Tensor:
         legendre[(m, m)] = one * float((-1) ** m * math.prod(range(1, 2 * m, 2)))
         if m + 1 < degree:
             legendre[(m + 1, m)] = (2 * m + 1) * pz * legendre[(m, m)]
-        for l in range(m + 2, degree):
-            legendre[(l, m)] = ((2 * l - 1) * pz * legendre[(l - 1, m)] - (l + m - 1) * legendre[(l - 2, m)]) / (l - m)
+        for ell in range(m + 2, degree):
+            legendre[(ell, m)] = ((2 * ell - 1) * pz * legendre[(ell - 1, m)]
+                                  - (ell + m - 1) * legendre[(ell - 2, m)]) / (ell - m)
     outputs = []
-    for l in range(degree):
-        for m in range(-l, l + 1):
+    for ell in range(degree):
+        for m in range(-ell, ell + 1):
             xy_term = cos_terms[m] if m > 0 else sin_terms[-m] if m < 0 else one
-            outputs.append(_normalisation(l, m) * legendre[(l, abs(m))] * xy_term)
+            outputs.append(_normalisation(ell, m) * legendre[(ell, abs(m))] * xy_term)
     return torch.stack(outputs, dim=-1)
 
 

@@ -90,8 +90,11 @@ def fit_group(runs: list[dict[str, Any]], tasks: list[Any], folders: list[Path],
         members = list(locked)
         if not members:
             return results  # type: ignore[return-value]
-        build = lambda: group_fitter([runs[m] for m in members], [tasks[m] for m in members],
-                                     [locked[m] for m in members], device)
+
+        def build() -> Fitter:
+            return group_fitter([runs[m] for m in members], [tasks[m] for m in members],
+                                [locked[m] for m in members], device)
+
         fitter = build()
         if legacy is not None and legacy.is_file():
             try:

@@ -20,9 +20,12 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..fitting.run_folder import staged_folder
+
+if TYPE_CHECKING:
+    import torch
 
 # what the commands need beyond the core install (the nerfstudio extra), checked once the arguments are read: the
 # commands import it (and torch) themselves, so that --help and argument errors need neither
