@@ -11,7 +11,8 @@ from typing import Iterator
 
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on success it replaces ``path`` in one rename, on error it is removed."""
+    """Yield a temporary path next to ``path``; on success it replaces ``path`` in one rename, on error it is
+    removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -8,7 +8,8 @@ from the command line.
     torchrun --nproc_per_node N -m inr_enc.cli images DIR ...        (each rank fits a share of the files)
 
 Exit codes: 0 done; 2 bad input or an --out that cannot be written (one line on stderr, nothing in --out changed);
-3 training diverged (a non-finite loss: the last good checkpoint is kept); 130 Ctrl-C or SIGTERM (a running fit saves its checkpoint first).
+3 training diverged (a non-finite loss: the last good checkpoint is kept); 130 Ctrl-C or SIGTERM (a running fit saves
+its checkpoint first).
 Only argparse and light modules (``fitting.stops`` holds the signal handling) load before ``main`` installs it;
 the parser (parser.py: the task modules, torch-free at import), torch and the rest load inside it. single.py runs
 one file, folder.py every file of a folder.

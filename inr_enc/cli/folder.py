@@ -84,7 +84,8 @@ def report_files(results: dict[str, list[dict[str, Any]]], quiet: bool) -> int:
         done = sum(row["status"] != "failed" for row in rows)
         psnr = mean_and_std([row["psnr"] for row in rows])
         if not quiet:
-            print(f"{stem}: {done} of {len(rows)} files fitted" + (f", PSNR {psnr[0]:.2f} ± {psnr[1]:.2f} dB" if psnr else ""))
+            print(f"{stem}: {done} of {len(rows)} files fitted"
+                  + (f", PSNR {psnr[0]:.2f} ± {psnr[1]:.2f} dB" if psnr else ""))
     if failed:
         total = sum(len(rows) for rows in results.values())
         stem, row = failed[0]

@@ -79,7 +79,8 @@ def resumed_run(args: argparse.Namespace) -> tuple[dict[str, Any], Any, Path]:
     saved = read_config(out)
     task = saved.get("task") if isinstance(saved, dict) else None
     if not isinstance(task, dict) or task.get("kind") != args.task:
-        raise ValueError(f"{out} holds a {task.get('kind') if isinstance(task, dict) else 'broken'} run, not {args.task}")
+        raise ValueError(f"{out} holds a {task.get('kind') if isinstance(task, dict) else 'broken'} run, "
+                         f"not {args.task}")
     training = {"steps": args.steps} if args.steps is not None else None
     saved_task = task
     run, task = resolve_task_run(saved, args.task, task.get("path"), task.get("train_split", False),

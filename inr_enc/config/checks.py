@@ -98,7 +98,8 @@ def check_nesting(section: str, key: str, value: Any) -> None:
             continue
         if depth > MAX_DEPTH or nested > MAX_NESTED:
             where = "".join(f"[{part}]" if isinstance(part, int) else f".{str(part)[:40]}" for part in path)
-            limit = f"{MAX_DEPTH} levels of mappings and lists" if depth > MAX_DEPTH else f"{MAX_NESTED} 'nested' sections"
+            limit = (f"{MAX_DEPTH} levels of mappings and lists" if depth > MAX_DEPTH
+                     else f"{MAX_NESTED} 'nested' sections")
             raise config_error(section, f"{key}{where} is nested too deep (at most {limit})")
         before = reached.get(id(node))
         if before is not None and before[0] >= depth and before[1] >= nested:
@@ -116,7 +117,8 @@ def check_mapping(section: str, key: str, value: Any, allow_none: bool = True) -
         return {}
     check_nesting(section, key, value)  # first: the message below shows the value
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise config_error(section, f"'{key}' must be a mapping of keys to values, got {type(value).__name__} {value!r}"[:300])
+        raise config_error(section,
+                           f"'{key}' must be a mapping of keys to values, got {type(value).__name__} {value!r}"[:300])
     return dict(value)
 
 
@@ -154,7 +156,8 @@ def check_float(section: str, key: str, value: Any, low: float | None = None, lo
         interval = f"in {'[' if low_inclusive else '('}{low:g}, {high:g}]" if low is not None else f"<= {high:g}"
         raise config_error(section, f"'{key}' must be {interval}, got {value:g}")
     if abs(value) > FLOAT32_MAX:
-        raise config_error(section, f"'{key}' must be within float32's range (magnitude <= {FLOAT32_MAX:.4g}), got {value:g}")
+        raise config_error(section,
+                           f"'{key}' must be within float32's range (magnitude <= {FLOAT32_MAX:.4g}), got {value:g}")
     return value
 
 

@@ -42,7 +42,8 @@ def load_config(name_or_path: str | Path, parent_root: str | Path | None = None)
         candidates = [CONFIG_DIR / f"{name_or_path}{suffix}" for suffix in SUFFIXES]
         path = next((c for c in candidates if c.is_file()), None)
         if path is None:
-            raise ValueError(f"no config file or named config {str(name_or_path)!r}; named configs: {', '.join(available_configs())}")
+            raise ValueError(f"no config file or named config {str(name_or_path)!r}; "
+                             f"named configs: {', '.join(available_configs())}")
     root = parent_root if parent_root is not None else os.environ.get(ROOT_VARIABLE) or None
     return _with_parents(path, [path.parent.resolve(), *([Path(root).resolve()] if root is not None else [])])
 
@@ -63,7 +64,8 @@ def _with_parents(path: Path, roots: list[Path]) -> dict[str, Any]:
     while True:
         resolved = path.resolve()
         if resolved in (p.resolve() for p, _ in chain):
-            raise ValueError(f"{path}: 'parent' configs form a cycle: {' -> '.join(str(p) for p, _ in chain)} -> {path}")
+            raise ValueError(f"{path}: 'parent' configs form a cycle: "
+                             f"{' -> '.join(str(p) for p, _ in chain)} -> {path}")
         config = parse_file(path)
         if not isinstance(config, dict):
             got = "nothing (an empty file)" if config is None else type(config).__name__

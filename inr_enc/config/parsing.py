@@ -130,7 +130,8 @@ def parse_file(path: Path) -> Any:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text: byte 0x{raw[error.start]:02x} at {_where(raw, error.start)}") from None
+        raise ValueError(f"{path}: not UTF-8 text: byte 0x{raw[error.start]:02x} "
+                         f"at {_where(raw, error.start)}") from None
     try:
         data = parse_text(text, json=path.suffix == ".json")
     except _Refused as error:

@@ -54,7 +54,8 @@ def check_backend(encoder: nn.Module, backend: str) -> str:
     return backend
 
 
-def unavailable_reason(encoder: nn.Module, backend: str, x: torch.Tensor, cov: torch.Tensor | None = None) -> str | None:
+def unavailable_reason(encoder: nn.Module, backend: str, x: torch.Tensor,
+                       cov: torch.Tensor | None = None) -> str | None:
     """Why ``backend`` cannot run ``encoder`` on ``x: [N, d]`` (and ``cov``) here, or None when it can."""
     if backend not in encoder.supported_backends:
         return f"{encoder.otype} has no {backend} implementation"

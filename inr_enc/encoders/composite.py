@@ -65,10 +65,12 @@ class Composite(Encoder):
         explicit_begin = any("dims_to_encode_begin" in c for c in nested)
         n_specified = sum(check_int(cls.otype, "n_dims_to_encode", c.get("n_dims_to_encode", 0), 0) for c in nested)
         if not explicit_begin and n_specified > n_input_dims:
-            raise config_error(cls.otype, f"nested encodings take {n_specified} dims, more than the {n_input_dims} given")
+            raise config_error(cls.otype,
+                               f"nested encodings take {n_specified} dims, more than the {n_input_dims} given")
         n_unspecified = sum("n_dims_to_encode" not in c for c in nested)
         if n_unspecified > 1 or (explicit_begin and n_unspecified):
-            message = "may leave 'n_dims_to_encode' out for a single nested encoding only (none with 'dims_to_encode_begin')"
+            message = ("may leave 'n_dims_to_encode' out for a single nested encoding only "
+                       "(none with 'dims_to_encode_begin')")
             raise config_error(cls.otype, message)
         resolved, widths, begin = [], [], 0
         for entry in nested:
@@ -82,7 +84,8 @@ class Composite(Encoder):
                 spec = encoder_spec(inner, n_dims)
                 inner = spec.config
                 widths.append(spec.n_output_dims)
-            resolved.append({**inner, "n_dims_to_encode": n_dims, **({"dims_to_encode_begin": begin} if explicit_begin else {})})
+            resolved.append({**inner, "n_dims_to_encode": n_dims,
+                             **({"dims_to_encode_begin": begin} if explicit_begin else {})})
             begin += n_dims
         if not widths:
             raise config_error(cls.otype, "no nested encoding encodes any dim")

@@ -57,7 +57,8 @@ def _level_count(name: str, config: dict[str, Any]) -> int:
         return 16 if config["n_levels"] is None else config["n_levels"]
     if config["n_levels"] is not None or len(given) > 1:
         raise config_error(name, f"give one of 'n_levels', 'n_features' and 'n_grid_features' (tcnn: one determines "
-                                 f"the others), got {', '.join(['n_levels'] * (config['n_levels'] is not None) + given)}")
+                                 f"the others), got "
+                                 f"{', '.join(['n_levels'] * (config['n_levels'] is not None) + given)}")
     total = check_int(name, given[0], config[given[0]], 1)
     per_level = config["n_features_per_level"]
     if not isinstance(per_level, int) or isinstance(per_level, bool) or per_level < 1 or total % per_level:
@@ -111,7 +112,8 @@ class Multiresolution(Encoder):
         return torch.arange(self.n_output_dims) // self._config["n_features_per_level"]
 
     @staticmethod
-    def _levels(n_input_dims: int, config: dict[str, Any], grid_type: str, n_levels: int | None = None) -> list[GridLevel]:
+    def _levels(n_input_dims: int, config: dict[str, Any], grid_type: str,
+                n_levels: int | None = None) -> list[GridLevel]:
         """Levels 0..n_levels-1 (all by default) of a grid of ``grid_type`` with the config's keys."""
         keys = ("log2_hashmap_size", "base_resolution", "per_level_scale")
         return grid_levels(n_input_dims, grid_type, n_levels or config["n_levels"], *(config[key] for key in keys))
@@ -240,7 +242,8 @@ class DenseGrid(Grid):
 
 @register_encoder()
 class TiledGrid(Grid):
-    """``{"otype": "TiledGrid", ...}``: a Grid whose ``type`` defaults to "Tiled" (levels capped at base_resolution^d)."""
+    """``{"otype": "TiledGrid", ...}``: a Grid whose ``type`` defaults to "Tiled" (levels capped at
+    base_resolution^d)."""
 
     otype = "TiledGrid"
     source = "tiny-cuda-nn include/tiny-cuda-nn/encodings/grid.h"

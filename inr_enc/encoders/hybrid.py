@@ -134,7 +134,8 @@ class Hybrid(Multiresolution):
             coarse = cls._levels(d, config, "Dense", split)
             count += (coarse[-1].offset + coarse[-1].size) * F + levels_buffer_count(coarse)
         if split < n_levels:
-            count += (levels[-1].offset + levels[-1].size - levels[split].offset) * F + levels_buffer_count(levels[split:])
+            count += ((levels[-1].offset + levels[-1].size - levels[split].offset) * F
+                      + levels_buffer_count(levels[split:]))
         return count
 
     def _build(self, config: dict[str, Any]) -> None:

@@ -49,7 +49,8 @@ def conv_upsampler(n_dims: int, channels: list[int], scale_factors: list[int]) -
     widths = [channels[0], channels[1], channels[1], channels[2]]
     layers: list[nn.Module] = []
     for i, (scale, kernel) in enumerate(zip(scale_factors, KERNEL_SIZES)):
-        layers += [nn.Upsample(scale_factor=scale, mode="nearest"), conv(widths[i], widths[i + 1], kernel, padding=kernel // 2)]
+        layers += [nn.Upsample(scale_factor=scale, mode="nearest"),
+                   conv(widths[i], widths[i + 1], kernel, padding=kernel // 2)]
         if i < 2:
             layers.append(nn.LeakyReLU(0.01))
     return nn.Sequential(*layers)
@@ -98,7 +99,8 @@ class LatentGrid(Encoder):
     def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
         name, d = cls.otype, n_input_dims
         resolution = config["resolution"] if config["resolution"] is not None else DEFAULT_RESOLUTION[d]
-        channels = {key: check_int(name, key, config[key], 1) for key in ("n_latent_channels", "n_hidden_channels", "n_features")}
+        channels = {key: check_int(name, key, config[key], 1)
+                    for key in ("n_latent_channels", "n_hidden_channels", "n_features")}
         scales = config["scale_factors"]
         if not isinstance(scales, (list, tuple)) or len(scales) != 3:
             raise config_error(name, f"'scale_factors' must list the 3 upsampling factors, got {scales!r}")
@@ -136,7 +138,8 @@ class LatentGrid(Encoder):
         return sum((a + 2 * b) * size for a, b, size in zip(widths[:-1], widths[1:], sizes))
 
     def _build(self, config: dict[str, Any]) -> None:
-        d, scales, self.resolution, self.patches = self.n_input_dims, config["scale_factors"], config["resolution"], config["patches"]
+        d, scales, self.resolution, self.patches = (self.n_input_dims, config["scale_factors"], config["resolution"],
+                                                    config["patches"])
         channels = [config[key] for key in ("n_latent_channels", "n_hidden_channels", "n_features")]
         downsample = math.prod(scales)
         latent_size = [-(-r // downsample) for r in reversed(self.resolution)]  # ceil, spatial axes [.., H, W]

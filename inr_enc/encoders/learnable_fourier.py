@@ -41,7 +41,8 @@ class LearnableFourier(Encoder):
         n_features = check_int(cls.otype, "n_features", config["n_features"], 2)
         if n_features % 2:
             raise config_error(cls.otype, f"'n_features' (cos and sin halves) must be even, got {n_features}")
-        return {"n_features": n_features, "sigma": check_float(cls.otype, "sigma", config["sigma"], 0.0, high=MAX_SIGMA),
+        return {"n_features": n_features,
+                "sigma": check_float(cls.otype, "sigma", config["sigma"], 0.0, high=MAX_SIGMA),
                 "n_hidden": check_int(cls.otype, "n_hidden", config["n_hidden"], 1),
                 "n_output": check_int(cls.otype, "n_output", config["n_output"], 1),
                 "seed": check_seed(cls.otype, config["seed"])}

@@ -29,7 +29,8 @@ def nerf_encoding(x: torch.Tensor, n_frequencies: int, scale: float, include_inp
     periodic = scale != 1.0  # pi, 2 pi: period 2
     phase_x = reduce_period(x, 2.0) if periodic else saturate(x, 2.0 ** (n_frequencies - 1))
     angles = phase_x[:, None, :] * freqs[:, None]  # [N, F, d]
-    encoded = torch.stack([torch.sin(angles), torch.cos(angles)], dim=2).reshape(x.shape[0], 2 * n_frequencies * x.shape[1])
+    encoded = torch.stack([torch.sin(angles), torch.cos(angles)], dim=2).reshape(x.shape[0],
+                                                                                 2 * n_frequencies * x.shape[1])
     return torch.cat([x, encoded], dim=-1) if include_input else encoded
 
 

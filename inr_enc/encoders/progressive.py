@@ -39,7 +39,8 @@ class Progressive(Encoder):
     def _resolve(cls, n_input_dims: int, config: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(config["nested"], dict):
             got = f"{type(config['nested']).__name__} {config['nested']!r}"[:200]
-            raise config_error(cls.otype, f"'nested' must be the config (a mapping) of the encoder to schedule, got {got}")
+            raise config_error(cls.otype,
+                               f"'nested' must be the config (a mapping) of the encoder to schedule, got {got}")
         nested = encoder_spec(config["nested"], n_input_dims)
         if nested.n_bands is None:
             raise config_error(cls.otype, f"{nested.cls.otype} has no frequency bands or levels to schedule")

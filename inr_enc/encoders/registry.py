@@ -13,7 +13,8 @@ register_encoder = ENCODERS.register
 
 
 def encoder_class(otype: Any) -> type[Encoder]:
-    """The class registered for ``otype``, matched case-insensitively as tcnn does; ValueError listing the valid ones."""
+    """The class registered for ``otype``, matched case-insensitively as tcnn does; ValueError listing the valid
+    ones."""
     return ENCODERS.lookup(otype)
 
 

@@ -16,8 +16,8 @@ BASES = ("gaussian", "triangle", "box", "impulse", "sinc")
 AXES = ("separable", "diagonal")
 # Default ``width`` in units of the centre spacing 1/K. Gaussian: the reference's 2D image setting is
 # sigma = 0.006 at K = 128 per axis (2D_separable_points.py), 0.77 spacings. Triangle: d = 1/K, the reference's 1D
-# default (hat functions, i.e. linear interpolation; its 2D scripts use 1/(4K)). Box: the triangle's support. Sinc: 1/K puts
-# each copy's zeros on the other centres (Whittaker-Shannon interpolation).
+# default (hat functions, i.e. linear interpolation; its 2D scripts use 1/(4K)). Box: the triangle's support. Sinc: 1/K
+# puts each copy's zeros on the other centres (Whittaker-Shannon interpolation).
 DEFAULT_WIDTH = {"gaussian": 0.75, "triangle": 1.0, "box": 1.0, "sinc": 1.0}
 MAX_BASES = 1 << 21  # max_axis_norm reads a grid of m K <= 2^22 points (m >= 2)
 MIN_WIDTH, MAX_WIDTH = 1e-9, 1e3  # in coordinate units: (t - c) / width stays finite in float32
@@ -156,7 +156,8 @@ class ShiftedBasis(Encoder):
         else:
             width = check_float(cls.otype, "width", width, 0.0, low_inclusive=False, high=MAX_WIDTH)
             if width < MIN_WIDTH:
-                raise config_error(cls.otype, f"'width' must be at least {MIN_WIDTH:g} (float32 coordinates), got {width:g}")
+                raise config_error(cls.otype,
+                                   f"'width' must be at least {MIN_WIDTH:g} (float32 coordinates), got {width:g}")
         axes = check_choice(cls.otype, "axes", config["axes"], AXES)
         if axes == "diagonal" and n_input_dims != 2:
             raise config_error(cls.otype, f"'axes' \"diagonal\" needs exactly 2 input dims, got {n_input_dims}")

@@ -51,7 +51,8 @@ def encoder_params(encoder: torch.nn.Module) -> torch.Tensor:
     return torch.cat(params) if params else torch.zeros(0)
 
 
-def tcnn_encode(encoder: torch.nn.Module, x: torch.Tensor, modules: dict[torch.device, torch.nn.Module]) -> torch.Tensor:
+def tcnn_encode(encoder: torch.nn.Module, x: torch.Tensor,
+                modules: dict[torch.device, torch.nn.Module]) -> torch.Tensor:
     """x: [N, d] float32 on CUDA -> [N, n_output_dims] float32, computed by tcnn on the encoder's parameters.
 
     ``modules`` caches one tcnn module per device (kept out of the encoder's submodules and state_dict).

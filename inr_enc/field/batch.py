@@ -45,8 +45,8 @@ class FieldBatch(nn.Module):
     def __init__(self, fields: list[Field]) -> None:
         super().__init__()
         first = fields[0]
-        if any(f.config != first.config or (f.n_input_dims, f.n_output_dims) != (first.n_input_dims, first.n_output_dims)
-               for f in fields):
+        if any(f.config != first.config
+               or (f.n_input_dims, f.n_output_dims) != (first.n_input_dims, first.n_output_dims) for f in fields):
             raise ValueError("FieldBatch: every field needs the same config and input and output widths")
         reason = batching_unavailable_reason(first)
         if reason is not None:
@@ -75,7 +75,8 @@ class FieldBatch(nn.Module):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """x: [M, n, n_input_dims] -> the encodings [M, n, encoder width]."""
         if x.dim() != 3 or x.shape[0] != self.n_models or x.shape[2] != self.n_input_dims:
-            raise ValueError(f"FieldBatch: x must have shape [{self.n_models}, n, {self.n_input_dims}], got {list(x.shape)}")
+            raise ValueError(f"FieldBatch: x must have shape [{self.n_models}, n, {self.n_input_dims}], "
+                             f"got {list(x.shape)}")
         m, n, d = x.shape
         return self.encoder(x.reshape(m * n, d)).reshape(m, n, -1)
 

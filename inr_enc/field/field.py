@@ -33,7 +33,8 @@ class Field(nn.Module):
         check_memory("field: encoding and network parameters", 4 * spec.parameter_count())
         encoding = spec.encoding
         self.encoder = encoding.cls(n_input_dims, encoding.config, backend, resolved=True)
-        self.network = spec.network_cls(encoding.n_output_dims, n_output_dims, spec.network, self.encoder, resolved=True)
+        self.network = spec.network_cls(encoding.n_output_dims, n_output_dims, spec.network, self.encoder,
+                                        resolved=True)
         self.n_input_dims, self.n_output_dims = n_input_dims, n_output_dims
 
     @property

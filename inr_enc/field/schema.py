@@ -34,7 +34,8 @@ from ..optim.ema import check_ema_decay
 from ..optim.losses import check_loss
 from .tcnn_sections import EXPONENTIAL_DECAY, LION, training_from_tcnn
 
-RUN_KEYS = ("encoding", "network", "training", "seed", "backend", "loss", "optimizer")  # loss, optimizer: tcnn's sections
+# loss, optimizer: tcnn's sections
+RUN_KEYS = ("encoding", "network", "training", "seed", "backend", "loss", "optimizer")
 SAVED_RUN_KEYS = ("task", "config_name", *RUN_KEYS, "provenance")  # provenance: written with the run, not read
 FIELD_KEYS = ("encoding", "network")
 DEFAULT_ENCODING = {"otype": "Identity"}
@@ -100,7 +101,8 @@ def _lion_only(config: dict[str, Any]) -> float:
     if weight_decay * float(config["lr"]) >= 1:
         raise config_error("training", f"'weight_decay' x 'lr' must be below 1, got {weight_decay} x {config['lr']}")
     if config["solver"] != "lion" and weight_decay:
-        raise config_error("training", f"'weight_decay' is Lion's (solver lion), not {config['solver']}'s; Adam: l2_reg")
+        raise config_error("training",
+                           f"'weight_decay' is Lion's (solver lion), not {config['solver']}'s; Adam: l2_reg")
     if config["solver"] == "lion" and config["l2_reg"]:
         raise config_error("training", "solver lion takes 'weight_decay' (decoupled), not 'l2_reg'")
     return weight_decay
@@ -123,7 +125,8 @@ def resolve_backend(value: Any, encoding: Mapping[str, Any]) -> str:
         if cls.passes_backend_to_nested:
             inner = "auto" if asked == "tcnn" and "tcnn" in cls.supported_backends else asked
             nested = config.get("nested")
-            pending += [(n, inner) for n in (nested if isinstance(nested, list) else [nested]) if isinstance(n, Mapping)]
+            pending += [(n, inner) for n in (nested if isinstance(nested, list) else [nested])
+                        if isinstance(n, Mapping)]
     return backend
 
 
@@ -189,7 +192,8 @@ def _encoding_with_seed(encoding: dict[str, Any], seed: int) -> dict[str, Any]:
     return encoding
 
 
-def estimate_run_memory(run: Mapping[str, Any], n_input_dims: int, n_output_dims: int, n_samples: int) -> dict[str, int]:
+def estimate_run_memory(run: Mapping[str, Any], n_input_dims: int, n_output_dims: int,
+                        n_samples: int) -> dict[str, int]:
     """Approximate bytes of a resolved run (``encoding``, ``network``, ``training``) on ``n_samples`` samples, by part:
     - "parameters": float32 parameters and buffers of the encoding and network, times ADAM_COPIES with Adam (the
       gradient and two moments), plus EMA_COPIES with ema_decay;
@@ -204,7 +208,8 @@ def estimate_run_memory(run: Mapping[str, Any], n_input_dims: int, n_output_dims
     field, training = FieldSpec.of_resolved(run, n_input_dims, n_output_dims), run["training"]
     spec, network, net_config, n_params = field.encoding, field.network_cls, field.network, field.parameter_count()
     fixed = spec.cls.fixed_activation_count(n_input_dims, spec.config)
-    width = n_input_dims + spec.n_output_dims + network.activation_width(spec.n_output_dims, n_output_dims, net_config, spec)
+    width = (n_input_dims + spec.n_output_dims
+             + network.activation_width(spec.n_output_dims, n_output_dims, net_config, spec))
     batch = n_samples if training["batch_size"] is None else min(training["batch_size"], n_samples)
     steps = training["solver"] != "closed-form"  # Adam or Lion (counted as Adam: one moment fewer)
     step = 4 * FORWARD_BACKWARD * (batch * width + fixed) if steps else 2 * 8 * n_samples * n_output_dims
@@ -227,7 +232,8 @@ def check_task(task: Any) -> dict[str, Any]:
 
 
 def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_output_dims: int,
-                coordinate_shape: list[int], *, seed: Any = None, backend: str | None = None, training: Mapping[str, Any] | None = None,
+                coordinate_shape: list[int], *, seed: Any = None, backend: str | None = None,
+                training: Mapping[str, Any] | None = None,
                 config_name: str | None = None, saved: bool = False, max_memory: int | None = None) -> dict[str, Any]:
     """The whole run, resolved: ``{"task", "config_name", "seed", "backend", "encoding", "network", "training"}``.
 
@@ -235,8 +241,8 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
     config_name). ``task``: the task section (kind, path, train_split and what the task reports of its signal);
     ``n_input_dims``/``n_output_dims``: the signal's coordinate and value dims; ``coordinate_shape``: its samples
     per coordinate dim (sets an encoding's signal-sized key left null, e.g. LatentGrid's resolution).
-    ``seed``, ``backend`` and ``training`` override the config's. Raises ValueError naming the first problem, and when the
-    run's approximate memory (``estimate_run_memory``) passes ``max_memory`` bytes (default
+    ``seed``, ``backend`` and ``training`` override the config's. Raises ValueError naming the first problem, and when
+    the run's approximate memory (``estimate_run_memory``) passes ``max_memory`` bytes (default
     config.memory.memory_limit(): INR_ENC_MAX_MEMORY, else this machine's physical memory).
     """
     config = check_mapping("config", "config", config, allow_none=False)
@@ -260,12 +266,16 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
                                      "'loss'/'optimizer' sections; give each once")
     training = resolve_training({**own, **from_tcnn, **(training or {})})
     if training["solver"] == "closed-form" and not field.network_cls.solves_closed_form:
-        raise config_error("training", "solver 'closed-form' needs network otype Separable (a model linear in its weights)")
+        raise config_error("training",
+                           "solver 'closed-form' needs network otype Separable (a model linear in its weights)")
     if training["solver"] == "closed-form" and (training["l2_reg"] or training["ema_decay"] is not None):
-        raise config_error("training", "solver 'closed-form' takes no steps: 'l2_reg' and 'ema_decay' do not apply (use 'ridge')")
-    parts = estimate_run_memory({**field.config, "training": training}, n_input_dims, n_output_dims, math.prod(coordinate_shape))
+        raise config_error("training",
+                           "solver 'closed-form' takes no steps: 'l2_reg' and 'ema_decay' do not apply (use 'ridge')")
+    parts = estimate_run_memory({**field.config, "training": training}, n_input_dims, n_output_dims,
+                                math.prod(coordinate_shape))
     described = ", ".join(f"{part} {format_bytes(size)}" for part, size in parts.items())
-    check_memory(f"run: parameters, a training step, evaluation and the signal ({described}) together", sum(parts.values()),
-                 max_memory)
-    return {"task": check_task(task), "config_name": config_name if config_name is not None else config.get("config_name"),
+    check_memory(f"run: parameters, a training step, evaluation and the signal ({described}) together",
+                 sum(parts.values()), max_memory)
+    return {"task": check_task(task),
+            "config_name": config_name if config_name is not None else config.get("config_name"),
             "seed": seed, "backend": backend, **field.config, "training": training}

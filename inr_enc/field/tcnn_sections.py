@@ -48,7 +48,8 @@ def training_from_tcnn(loss: Any, optimizer: Any) -> dict[str, Any]:
     if loss is not None:
         loss = without_unread_inherited(check_mapping("loss", "loss", loss, allow_none=False), {"otype"})
         check_keys("loss", loss, {"otype": None})
-        training["loss"] = TCNN_LOSSES[_otype("loss", loss, {name.casefold(): name for name in TCNN_LOSSES}, "RelativeL2")]
+        training["loss"] = TCNN_LOSSES[_otype("loss", loss, {name.casefold(): name for name in TCNN_LOSSES},
+                                              "RelativeL2")]
     seen: list[str] = []
     while optimizer is not None:
         optimizer = check_mapping("optimizer", "optimizer", optimizer, allow_none=False)
@@ -56,7 +57,8 @@ def training_from_tcnn(loss: Any, optimizer: Any) -> dict[str, Any]:
         if otype in seen:
             raise config_error("optimizer", f"{otype} appears twice in the chain; each wrapper at most once")
         seen.append(otype)
-        keys = {"Ema": EMA, "ExponentialDecay": EXPONENTIAL_DECAY, "Adam": {**ADAM, **ADAM_AT_DEFAULT}, "Lion": LION}[otype]
+        keys = {"Ema": EMA, "ExponentialDecay": EXPONENTIAL_DECAY, "Adam": {**ADAM, **ADAM_AT_DEFAULT},
+                "Lion": LION}[otype]
         valid = {"otype": None, **keys, **({} if otype in INNERMOST else {"nested": None})}
         optimizer = without_unread_inherited(optimizer, valid)
         check_keys(f"optimizer {otype}", optimizer, valid)
@@ -67,7 +69,8 @@ def training_from_tcnn(loss: Any, optimizer: Any) -> dict[str, Any]:
             training["schedule"] = "exponential"
             training.update({key: settings[key] for key in EXPONENTIAL_DECAY})
         elif otype == "Lion":
-            training.update({"solver": "lion", "lr": settings["learning_rate"], "weight_decay": settings["weight_decay"],
+            training.update({"solver": "lion", "lr": settings["learning_rate"],
+                             "weight_decay": settings["weight_decay"],
                              "betas": [settings["beta1"], settings["beta2"]]})
         else:
             for key, default in ADAM_AT_DEFAULT.items():

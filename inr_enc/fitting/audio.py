@@ -30,7 +30,8 @@ def sample_coords(n_samples: int) -> torch.Tensor:
 
 
 @register_task("audio", "audios", (".wav", ".flac", ".ogg"), "sample", "siren-audio",
-               tuple(f"reconstruction{level}.{suffix}" for level in ("", "_level*") for suffix in ("wav", "flac", "ogg")))
+               tuple(f"reconstruction{level}.{suffix}" for level in ("", "_level*")
+                     for suffix in ("wav", "flac", "ogg")))
 class AudioTask:
     """Fit one audio file (fitting/signals.py: WAV of any depth, FLAC, OGG...; mono or multichannel). Built from the
     file's header; the samples are read on first use (``audio``), once."""

@@ -67,7 +67,8 @@ def group_fitter(runs: list[dict[str, Any]], tasks: list[Any], folders: list[Run
     estimate = estimate_run_memory(runs[0], tasks[0].n_input_dims, tasks[0].n_output_dims, tasks[0].n_samples)
     check_memory(f"--together: {len(tasks)} models", len(tasks) * sum(estimate.values()))
     batch = FieldBatch([field_of(runs[0], tasks[0])] * len(tasks))
-    return Fitter(batch, [task.problem() for task in tasks], runs[0]["training"], runs[0]["seed"], folders, device, runs)
+    return Fitter(batch, [task.problem() for task in tasks], runs[0]["training"], runs[0]["seed"], folders, device,
+                  runs)
 
 
 def fit_group(runs: list[dict[str, Any]], tasks: list[Any], folders: list[Path], resume: list[bool],

@@ -79,7 +79,8 @@ def member_optimizer_state(batch: FieldBatch, optimizer: torch.optim.Optimizer, 
         state = optimizer.state.get(stacked)
         if state:
             single.state[param] = {key: value.reshape(batch.n_models, -1)[m].reshape(param.shape).clone()
-                                   if value.numel() == stacked.numel() else value.clone() for key, value in state.items()}
+                                   if value.numel() == stacked.numel() else value.clone()
+                                   for key, value in state.items()}
     return single.state_dict()
 
 

@@ -61,7 +61,8 @@ class Ranks:
                 raise ValueError(f"environment variable {name}={text!r}: expected a whole number (torchrun sets it)")
             values[name] = int(text)
         if values["WORLD_SIZE"] < 1 or values["RANK"] >= values["WORLD_SIZE"]:
-            raise ValueError(f"RANK {values['RANK']} and WORLD_SIZE {values['WORLD_SIZE']}: need 0 <= RANK < WORLD_SIZE")
+            raise ValueError(f"RANK {values['RANK']} and WORLD_SIZE {values['WORLD_SIZE']}: "
+                             f"need 0 <= RANK < WORLD_SIZE")
         return cls(values["RANK"], values["WORLD_SIZE"], values["LOCAL_RANK"])
 
 
@@ -238,7 +239,8 @@ def _fit_job(kind: str, config: dict[str, Any], options: dict[str, Any], files: 
 
 
 def fit_folder(kind: str, files: list[Path], config: dict[str, Any], options: dict[str, Any], out: Path,
-               device: torch.device, ranks: Ranks, overwrite: bool = False, quiet: bool = False) -> list[dict[str, Any]]:
+               device: torch.device, ranks: Ranks, overwrite: bool = False,
+               quiet: bool = False) -> list[dict[str, Any]]:
     """Fit ``files`` (:func:`list_signals`) with ``config`` into ``out``/<name>/ (inputs.py ``run_names``), this
     rank's share under torchrun (inside :func:`rank_group`), and write the summary (rank 0) -> the rows, in file
     order."""

@@ -36,9 +36,9 @@ SAMPLE_IMAGE = Path(__file__).resolve().parent.parent / "data" / "astronaut.png"
 @register_task("image", "images", (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif"), "pixel",
                "hashgrid", ("reconstruction.png", "reconstruction_level*.png"), sample=SAMPLE_IMAGE)
 class ImageTask:
-    """Fit one image. With ``train_split`` (Tancik et al. 2020): train on pixels [::2, ::2], report PSNR on [1::2, 1::2].
-    Built from the file's header; the pixels are decoded on first use (``image``), once, after a run's memory
-    estimate has passed."""
+    """Fit one image. With ``train_split`` (Tancik et al. 2020): train on pixels [::2, ::2], report PSNR on
+    [1::2, 1::2]. Built from the file's header; the pixels are decoded on first use (``image``), once, after a run's
+    memory estimate has passed."""
 
     unit = "pixel"
     n_input_dims = 2
@@ -90,9 +90,11 @@ class ImageTask:
         from .loop import sample_centres
 
         train = slice(0, None, 2) if self.train_split else slice(None)
-        return sample_centres(self.width, train), sample_centres(self.height, train), torch.from_numpy(self.image.pixels[train, train])
+        return (sample_centres(self.width, train), sample_centres(self.height, train),
+                torch.from_numpy(self.image.pixels[train, train]))
 
-    def reconstruct(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int, device: torch.device) -> np.ndarray:
+    def reconstruct(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int,
+                    device: torch.device) -> np.ndarray:
         """The model's image [H, W, C], evaluated ROW_BAND rows at a time."""
         import numpy as np
 
@@ -124,7 +126,8 @@ class ImageTask:
         target = self.image.pixels
         metrics = {"psnr": self._psnr(recon)}
         if self.train_split:
-            metrics["psnr_train"] = psnr(float(np.mean((recon[::2, ::2] - target[::2, ::2]) ** 2, dtype=np.float64)), 1.0)
+            metrics["psnr_train"] = psnr(float(np.mean((recon[::2, ::2] - target[::2, ::2]) ** 2,
+                                                       dtype=np.float64)), 1.0)
         metrics["psnr_file"] = self._psnr(read_image(out_dir / f"{name}.png").pixels)
         if name == "reconstruction" and comparison:
             write_image_comparison(out_dir / COMPARISON_FILE, target, recon, metrics["psnr"])

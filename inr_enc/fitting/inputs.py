@@ -28,8 +28,8 @@ IDENTITY_KEYS = ("file_size", "sha256")  # what file_identity adds to a run's ta
 
 
 def list_signals(kind: str, where: str, out: Path | None = None) -> list[Path]:
-    """The files to fit, sorted: a folder's files with a ``kind`` suffix (its task's, tasks.py), or every file a glob pattern
-    matches, leaving out anything under ``out`` (a run's own outputs) and second paths to one file (links).
+    """The files to fit, sorted: a folder's files with a ``kind`` suffix (its task's, tasks.py), or every file a glob
+    pattern matches, leaving out anything under ``out`` (a run's own outputs) and second paths to one file (links).
     ValueError when there are none.
 
     Patterns are expanded by pathlib, whose ``**`` does not descend into linked folders: a link loop (``D/self ->
@@ -165,4 +165,5 @@ def check_unchanged(saved_task: Any, task: dict[str, Any], folder: Path) -> None
     as it was then (a file's modification time is no evidence: copies and checkouts change it)."""
     saved = saved_task if isinstance(saved_task, dict) else {}
     if all(key in saved for key in IDENTITY_KEYS) and any(saved[key] != task[key] for key in IDENTITY_KEYS):
-        raise ValueError(f"{task['path']} changed since its run in {folder} was saved; pass --overwrite to fit it again")
+        raise ValueError(f"{task['path']} changed since its run in {folder} was saved; "
+                         f"pass --overwrite to fit it again")

@@ -54,7 +54,8 @@ def read_model_file(path: Path, model: torch.nn.Module) -> None:
     own = model.state_dict()
     expected = set(own) - rebuilt_buffers(model)
     if set(tensors) != expected or any(tensors[k].shape != own[k].shape for k in expected):
-        raise ValueError(f"{path}: its tensors do not match this model's ({len(tensors)} saved, {len(expected)} expected)")
+        raise ValueError(f"{path}: its tensors do not match this model's "
+                         f"({len(tensors)} saved, {len(expected)} expected)")
     model.load_state_dict({k: v.to(own[k].dtype) for k, v in tensors.items()}, strict=False)
 
 
@@ -66,7 +67,8 @@ def size_metrics(n_params: int, file_bytes: int, n_samples: int, unit: str) -> d
 def write_metrics(out_dir: Path, metrics: dict[str, Any]) -> None:
     """metrics.json as strict JSON: a non-finite number (PSNR inf for an exact reconstruction) is written as null,
     and ``"non_finite"`` names its value."""
-    non_finite = {key: str(value) for key, value in metrics.items() if isinstance(value, float) and not math.isfinite(value)}
+    non_finite = {key: str(value) for key, value in metrics.items()
+                  if isinstance(value, float) and not math.isfinite(value)}
     strict = {key: None if key in non_finite else value for key, value in metrics.items()}
     if non_finite:
         strict["non_finite"] = non_finite

@@ -75,8 +75,8 @@ def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:
     for module in model.modules():
         end_step = getattr(module, "end_step", None)
         if end_step is not None and callable(getattr(module, "set_step", None)) and end_step >= steps:
-            print(f"inr-fit: warning: {type(module).__name__}'s schedule ends at step {end_step} (end_step) but training "
-                  f"stops at step {steps}: its finest bands or levels stay (partly) off", file=sys.stderr)
+            print(f"inr-fit: warning: {type(module).__name__}'s schedule ends at step {end_step} (end_step) "
+                  f"but training stops at step {steps}: its finest bands or levels stay (partly) off", file=sys.stderr)
 
 
 def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device: torch.device, resume: bool,
@@ -129,7 +129,8 @@ def finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state
     chunk = training["eval_chunk"]
     metrics = task.finish(model, out, chunk, device, comparison=pictures)
     for level in range(trained_levels(model)):  # PINs: one reconstruction per level of detail
-        level_metrics = task.finish(functools.partial(model, level=level), out, chunk, device, f"reconstruction_level{level}")
+        level_metrics = task.finish(functools.partial(model, level=level), out, chunk, device,
+                                    f"reconstruction_level{level}")
         metrics[f"psnr_level{level}"] = level_metrics["psnr"]
     file_bytes = write_model_file(out, model)
     rounded = field_of(run, task)
@@ -145,7 +146,8 @@ def finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state
                     "provenance": provenance(model, device), **(extra or {})})
     write_metrics(out, metrics)
     if pictures:
-        write_curve(out / CURVE_FILE, state.losses, state.history, f"{run['config_name']} on {Path(run['task']['path']).name}")
+        write_curve(out / CURVE_FILE, state.losses, state.history,
+                    f"{run['config_name']} on {Path(run['task']['path']).name}")
     return metrics
 
 

@@ -78,7 +78,8 @@ def lock_folder(folder: Path) -> int | None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise ValueError(f"{folder} is in use by another inr-fit run; wait for it to finish or choose another --out") from None
+        raise ValueError(f"{folder} is in use by another inr-fit run; "
+                         f"wait for it to finish or choose another --out") from None
     return fd
 
 
@@ -133,7 +134,8 @@ class RunFolder:
     ``output_patterns``: glob patterns of every file a run writes (what replacing deletes).
     """
 
-    def __init__(self, out: Path, output_patterns: tuple[str, ...], resume: bool = False, overwrite: bool = False) -> None:
+    def __init__(self, out: Path, output_patterns: tuple[str, ...], resume: bool = False,
+                 overwrite: bool = False) -> None:
         self.out, self.patterns, self.resume, self.overwrite = Path(out), output_patterns, resume, overwrite
         self.path = self.out
         self._fd: int | None = None
@@ -173,7 +175,8 @@ class RunFolder:
         if self.path == self.out:
             return
         if self._staged is None:
-            self._staged = sorted((p.name for p in self.path.iterdir()), key=lambda name: (name != CHECKPOINT, name != CONFIG, name))
+            self._staged = sorted((p.name for p in self.path.iterdir()),
+                                  key=lambda name: (name != CHECKPOINT, name != CONFIG, name))
         for file in self._earlier_outputs():
             if file.name not in (CHECKPOINT, CONFIG):
                 _remove(file)
@@ -205,7 +208,8 @@ class RunFolder:
     def _release(self, failed: bool) -> None:
         """Unlock; after a failure drop the staging folder, and the output folder if this run created it and it
         is still empty."""
-        if failed and self.path != self.out and (self._staged is not None or holds_run(self.path)):  # stopped while committing: finish
+        # stopped while committing: finish
+        if failed and self.path != self.out and (self._staged is not None or holds_run(self.path)):
             self.checkpoint_saved()
         if failed and self.path != self.out:
             shutil.rmtree(self.path, ignore_errors=True)

@@ -70,7 +70,8 @@ def _image_file(path: str | Path, read: Callable[[Path, str], Any]) -> Any:
         raise SignalError(f"{path}: no such file")
     with open(path, "rb") as file:
         head = file.read(8)
-    kind = "png" if head == b"\x89PNG\r\n\x1a\n" else "tiff" if head[:4] in (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+") else "pillow"
+    kind = ("png" if head == b"\x89PNG\r\n\x1a\n"
+            else "tiff" if head[:4] in (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+") else "pillow")
     try:
         return read(path, kind)
     except SignalError:
@@ -187,7 +188,8 @@ class AudioHeader:
         """(container, subtype, file extension) of the reconstruction: the input's where libsndfile writes them."""
         if self.container in EXTENSIONS:
             return self.container, self.subtype, EXTENSIONS[self.container]
-        subtype = self.subtype if soundfile.check_format("WAV", self.subtype) else WAV_SUBSTITUTES.get(self.subtype, "FLOAT")
+        subtype = (self.subtype if soundfile.check_format("WAV", self.subtype)
+                   else WAV_SUBSTITUTES.get(self.subtype, "FLOAT"))
         return "WAV", subtype, "wav"
 
     @property
@@ -231,8 +233,8 @@ def read_audio_header(path: str | Path) -> AudioHeader:
         with soundfile.SoundFile(io.BytesIO(), "w", header.rate, header.channels, subtype, format=container) as probe:
             probe.write(np.zeros((1, header.channels), np.float32))
     except Exception as error:
-        raise SignalError(f"{path}: libsndfile cannot write its reconstruction ({container} {subtype}, {header.rate} Hz, "
-                          f"{header.channels} channels: {_libsndfile_message(error)})") from None
+        raise SignalError(f"{path}: libsndfile cannot write its reconstruction ({container} {subtype}, "
+                          f"{header.rate} Hz, {header.channels} channels: {_libsndfile_message(error)})") from None
     return header
 
 

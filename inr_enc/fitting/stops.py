@@ -57,6 +57,7 @@ class Diverged(Exception):
     ``checkpoint_step``, None if none was written) is the last good one and is kept."""
 
     def __init__(self, step: int, what: str, checkpoint_step: int | None) -> None:
-        kept = "no checkpoint was written" if checkpoint_step is None else f"the checkpoint of step {checkpoint_step} is kept"
+        kept = ("no checkpoint was written" if checkpoint_step is None
+                else f"the checkpoint of step {checkpoint_step} is kept")
         super().__init__(f"training diverged at step {step} ({what}); {kept}; try a lower training.lr")
         self.step, self.checkpoint_step = step, checkpoint_step

@@ -50,7 +50,8 @@ def printable(text: str) -> str:
 def summary_row(path: Path, name: str, unit: str, status: str, metrics: dict[str, Any], error: str = "") -> dict:
     error = printable(error)
     return {"file": printable(str(path)), "run": name, "status": status, "psnr": metrics.get("psnr"),
-            "psnr_float16": metrics.get("psnr_float16"), "ssim": metrics.get("ssim"), f"bits_per_{unit}": metrics.get(f"bits_per_{unit}"),
+            "psnr_float16": metrics.get("psnr_float16"), "ssim": metrics.get("ssim"),
+            f"bits_per_{unit}": metrics.get(f"bits_per_{unit}"),
             "seconds": metrics.get("seconds"), "steps": metrics.get("steps"), "error": error}
 
 
@@ -87,7 +88,8 @@ def write_summary(out: Path, rows: list[dict[str, Any]]) -> None:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(row[c]) for c in columns) + " |" for row in rows]
     stats = {c: mean_and_std([row[c] for row in rows]) for c in columns[3:-1]}
-    counts = {status: sum(row["status"] == status for row in rows) for status in ("fitted", "resumed", "skipped", "failed")}
+    counts = {status: sum(row["status"] == status for row in rows)
+              for status in ("fitted", "resumed", "skipped", "failed")}
     lines += ["", f"{len(rows)} files: " + ", ".join(f"{n} {status}" for status, n in counts.items() if n), ""]
     lines += [f"- {c}: {s[0]:.4g} ± {s[1]:.2g}" for c, s in stats.items() if s is not None]
     write_text_atomically(out / SUMMARY_MD, "\n".join(lines) + "\n")

@@ -22,7 +22,8 @@ def require_tensorboard() -> type:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:  # torch raises it when the tensorboard package is not installed
-        raise ValueError("--vis tensorboard needs the tensorboard package: pip install 'inr_enc[tensorboard]'") from None
+        raise ValueError("--vis tensorboard needs the tensorboard package: "
+                         "pip install 'inr_enc[tensorboard]'") from None
     return SummaryWriter
 
 

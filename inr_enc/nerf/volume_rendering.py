@@ -12,7 +12,8 @@ from ..ops.precision import wide_dtype
 
 def _check_packed(ray_indices: torch.Tensor, n_rays: int) -> None:
     if ray_indices.dim() != 1 or ray_indices.dtype != torch.int64:
-        raise ValueError(f"ray_indices must be a 1D int64 tensor, got shape {list(ray_indices.shape)}, {ray_indices.dtype}")
+        raise ValueError(f"ray_indices must be a 1D int64 tensor, "
+                         f"got shape {list(ray_indices.shape)}, {ray_indices.dtype}")
     if len(ray_indices) and (bool((ray_indices[1:] < ray_indices[:-1]).any()) or int(ray_indices[-1]) >= n_rays
                              or int(ray_indices[0]) < 0):
         raise ValueError(f"ray_indices must be sorted and in [0, {n_rays}) (each ray's samples together, in order)")

@@ -7,7 +7,8 @@ colour = color_network(direction_encoding(d), geometry features), d the unit vie
 clamped, as nerfstudio and Instant-NGP do) and, in a bounded scene, zero outside the scene box; colour has a sigmoid.
 An encoding that reads covariances (``uses_cov``: Hybrid, Hyb-NeRF, also nested in Progressive or Composite) gets
 each sample's frustum Gaussian (nerfstudio's ``Frustums.get_gaussian_blob``, cone radius sqrt(pixel_area / pi)) in
-[0, 1] units (through the contraction's Jacobian in an unbounded scene), so its Fourier levels are cone traced. ``density_fn`` (what the occupancy grid and the sampler's
+[0, 1] units (through the contraction's Jacobian in an unbounded scene), so its Fourier levels are cone traced.
+``density_fn`` (what the occupancy grid and the sampler's
 skipping read) takes points, so there such an encoding is read without a footprint; the rendered densities are
 cone traced.
 
@@ -72,13 +73,15 @@ class EncodedRadianceField(Field):
         frame = None if unit_frame is None else torch.as_tensor(unit_frame, dtype=torch.float32).reshape(3, 4).clone()
         self.register_buffer("unit_frame", frame)
         # Instant-NGP's density is per length of its unit cube; inr_enc's per world length
-        self.density_scale = unit_lengths_per_world_length(self.aabb, contraction, frame) if layout == "instant-ngp" else 1.0
+        self.density_scale = (unit_lengths_per_world_length(self.aabb, contraction, frame)
+                              if layout == "instant-ngp" else 1.0)
         self.position_encoder = build_encoder(encoding, 3, backend)
         # raw outputs: density goes through trunc_exp (a named config's Sigmoid would keep it >= 1 everywhere)
         self.density_network = build_network(1 + geo_feat_dim, {**network, "output_activation": "None"},
                                              self.position_encoder)
         color = {**color_network, "output_activation": "Sigmoid"}
-        self.appearance_embedding = Embedding(num_images, appearance_embedding_dim) if appearance_embedding_dim else None
+        self.appearance_embedding = (Embedding(num_images, appearance_embedding_dim)
+                                     if appearance_embedding_dim else None)
         self.instant_ngp_layout = layout == "instant-ngp"
         # what get_density hands to get_outputs: the geometry features, or (Instant-NGP) every density output
         self.feature_dim = geo_feat_dim + self.instant_ngp_layout
@@ -133,7 +136,8 @@ class EncodedRadianceField(Field):
             raise ValueError("EncodedRadianceField.get_outputs needs the features from get_density")
         directions = ray_samples.frustums.directions
         if self.unit_frame is not None:  # as Instant-NGP turns them into its own axes
-            directions = torch.nn.functional.normalize(directions @ self.unit_frame[:, :3].T.to(directions.dtype), dim=-1)
+            directions = torch.nn.functional.normalize(directions @ self.unit_frame[:, :3].T.to(directions.dtype),
+                                                       dim=-1)
         directions = get_normalized_directions(directions)
         codes = [] if self.appearance_embedding is None else [self._appearance(ray_samples, directions.shape[:-1])]
         if self.instant_ngp_layout:

@@ -55,7 +55,8 @@ def testbed_grid_defaults(encoding: dict[str, Any]) -> dict[str, Any]:
     levels = features // per_level if isinstance(features, int) and isinstance(per_level, int) and per_level > 0 \
         and features else encoding.get("n_levels", 16)
     base = encoding.get("base_resolution")
-    if "per_level_scale" not in encoding and isinstance(levels, int) and levels > 1 and isinstance(base, int) and base > 0:
+    if ("per_level_scale" not in encoding and isinstance(levels, int) and levels > 1
+            and isinstance(base, int) and base > 0):
         encoding["per_level_scale"] = math.exp(math.log(FINEST_RESOLUTION / base) / (levels - 1))
     return encoding
 

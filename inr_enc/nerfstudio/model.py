@@ -161,7 +161,8 @@ class InrNerfModel(Model):
                                           cfg.geo_feat_dim, cfg.backend, contraction,
                                           cfg.appearance_embedding_dim, self.num_train_data, cfg.field_layout, frame)
         self.weight_average = None if cfg.ema_decay is None else average_field_weights(self, cfg.ema_decay)
-        poses = replace(cfg.camera_optimizer, mode="off") if cfg.camera_optimizer.mode == "auto" else cfg.camera_optimizer
+        poses = (replace(cfg.camera_optimizer, mode="off") if cfg.camera_optimizer.mode == "auto"
+                 else cfg.camera_optimizer)
         self.camera_optimizer: CameraOptimizer = poses.setup(num_cameras=self.num_train_data, device="cpu")
         self.train_alpha_threshold = cfg.train_alpha_threshold
         if self.train_alpha_threshold is None:
@@ -227,7 +228,8 @@ class InrNerfModel(Model):
             else:
                 field_outputs = self.field(samples)
         with record_function("inr_nerf.composite"):
-            weights, _ = render_weights(field_outputs[FieldHeadNames.DENSITY].reshape(-1), ends - starts, ray_indices, n)
+            weights, _ = render_weights(field_outputs[FieldHeadNames.DENSITY].reshape(-1), ends - starts,
+                                        ray_indices, n)
             per_sample = torch.cat([field_outputs[FieldHeadNames.RGB], torch.ones_like(starts)[:, None],
                                     ((starts + ends) / 2)[:, None]], -1)  # colour, 1, t: one pass over the samples
             rgb, opacity, depth = accumulate(weights[:, None] * per_sample, ray_indices, n).split([3, 1, 1], -1)
@@ -280,5 +282,6 @@ class InrNerfModel(Model):
 
     def get_image_metrics_and_images(self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
                                      ) -> Tuple[Dict[str, float], Dict[str, torch.Tensor]]:
-        """outputs, batch: one image [H, W, C] -> metrics {psnr, ssim[, lpips]} and images {img, accumulation, depth}."""
+        """outputs, batch: one image [H, W, C] -> metrics {psnr, ssim[, lpips]} and images {img, accumulation,
+        depth}."""
         return image_metrics_and_images(outputs, self._target_image(batch["image"]), self.extra_metrics["lpips"])

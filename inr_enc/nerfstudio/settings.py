@@ -1,7 +1,7 @@
 """The checks of the model's settings (InrNerfModelConfig's dicts, ``encoding_config`` and ``camera_optimizer``):
 pure, nothing built, run when the config is made; and the settings whose "auto" the dataparser settles
-(``scene_contraction_for``, ``camera_optimizer_mode_for``). ns-train's command line is parsed by tyro into the config, so a bad setting stops
-ns-train there, before nerfstudio writes the run's config.yml (and with it the output folder).
+(``scene_contraction_for``, ``camera_optimizer_mode_for``). ns-train's command line is parsed by tyro into the config,
+so a bad setting stops ns-train there, before nerfstudio writes the run's config.yml (and with it the output folder).
 
 While tyro builds the config from a command line, a bad setting prints one line on stderr, ``ns-train: <message>``,
 and exits with code 2 (tyro's code for rejected input) instead of tyro's framed error box; made in Python, the
@@ -141,7 +141,8 @@ def check_model_settings(config: Any) -> None:
         with naming("instant_ngp_config"):
             settings = read_instant_ngp_config(config.instant_ngp_config)
         settings["field_layout"] = "instant-ngp"
-        defaults = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default for f in fields(config)}
+        defaults = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+                    for f in fields(config)}
         changed = [key for key in settings if key != "optimizer" and getattr(config, key) != defaults[key]]
         if changed:  # a flag the config would silently override
             raise ValueError(f"instant_ngp_config sets {', '.join(changed)}: leave those flags out (edit the config)")
@@ -151,7 +152,8 @@ def check_model_settings(config: Any) -> None:
         config.instant_ngp_config = None
     config.rgb_loss = check_loss("InrNerfModelConfig", "rgb_loss", config.rgb_loss)  # inr-fit's rules, as it says them
     config.ema_decay = check_ema_decay("InrNerfModelConfig", config.ema_decay)
-    checks = {"grid_resolution >= 1": config.grid_resolution >= 1, "grid_update_every >= 1": config.grid_update_every >= 1,
+    checks = {"grid_resolution >= 1": config.grid_resolution >= 1,
+              "grid_update_every >= 1": config.grid_update_every >= 1,
               "grid_warmup_steps >= 0": config.grid_warmup_steps >= 0, "geo_feat_dim >= 0": config.geo_feat_dim >= 0,
               "occupancy_threshold >= 0": config.occupancy_threshold >= 0,
               "render_step_size > 0": config.render_step_size is None or config.render_step_size > 0,

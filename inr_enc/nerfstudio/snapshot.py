@@ -80,7 +80,8 @@ def _training_sections(config: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     was not made from an Instant-NGP config)."""
     training = config.tcnn_optimizer or {"lr": 1e-2, "betas": [0.9, 0.99], "eps": 1e-15, "l2_reg": 1e-6}
     optimizer: dict[str, Any] = {"otype": "Adam", "learning_rate": training["lr"], "beta1": training["betas"][0],
-                                 "beta2": training["betas"][1], "epsilon": training["eps"], "l2_reg": training["l2_reg"]}
+                                 "beta2": training["betas"][1], "epsilon": training["eps"],
+                                 "l2_reg": training["l2_reg"]}
     if training.get("schedule") == "exponential":
         keys = ("decay_start", "decay_interval", "decay_base", "decay_end")
         optimizer = {"otype": "ExponentialDecay", **{k: training[k] for k in keys}, "nested": optimizer}
@@ -103,7 +104,8 @@ def export_snapshot(model: Any, step: int = 0) -> dict[str, Any]:
         raise ValueError("export_snapshot: Instant-NGP's snapshot needs a model of inr_enc's ns-train methods with "
                          "field_layout 'instant-ngp' (--pipeline.model.instant-ngp-config)")
     grid, extent = model.occupancy, (field.aabb[1] - field.aabb[0]).double()
-    needs = {"a bounded scene (scene_contraction none)": lambda: field.contraction is None and type(grid) is OccupancyGrid,
+    needs = {"a bounded scene (scene_contraction none)":
+             lambda: field.contraction is None and type(grid) is OccupancyGrid,
              f"grid_resolution {GRID_SIZE}": lambda: grid.resolution == GRID_SIZE,
              "no appearance embedding": lambda: field.appearance_embedding is None,
              "tcnn networks (FullyFusedMLP or CutlassMLP)": lambda: isinstance(field.density_network, TcnnMLP)

@@ -59,7 +59,8 @@ def export_run(config_path: Path, output: Path) -> None:
     config = yaml.load(config_path.read_text(), Loader=yaml.Loader)
     if not isinstance(config, TrainerConfig) or not any(config.get_checkpoint_dir().glob("step-*.ckpt")):
         raise ValueError(f"--load-config: {config_path} is not an ns-train run with a checkpoint in "
-                         f"{getattr(config, 'get_checkpoint_dir', lambda: '?')()} (run from the folder ns-train ran in)")
+                         f"{getattr(config, 'get_checkpoint_dir', lambda: '?')()} "
+                         f"(run from the folder ns-train ran in)")
     _, pipeline, _, step = eval_setup(config_path, test_mode="inference")
     write_snapshot(export_snapshot(pipeline.model, step), output)
 
@@ -97,7 +98,8 @@ def import_snapshot(path: Path, data: Path, dataparser: str, output_dir: Path, e
     from .snapshot_import import load_snapshot, snapshot_settings
 
     if not path.is_file() or not data.exists():
-        raise ValueError(f"no such {'snapshot' if not path.is_file() else '--data'} {path if not path.is_file() else data}")
+        raise ValueError(f"no such {'snapshot' if not path.is_file() else '--data'} "
+                         f"{path if not path.is_file() else data}")
     snapshot = read_snapshot(path)
     base = inr_hashgrid.config  # blender-data as our methods read it (RGBA kept)
     ours = base.pipeline.datamanager.dataparser
@@ -113,7 +115,8 @@ def import_snapshot(path: Path, data: Path, dataparser: str, output_dir: Path, e
         raise ValueError(f"{path}: {error}") from None
     config = replace(base, output_dir=output_dir, experiment_name=experiment or data.name, timestamp="snapshot",
                      pipeline=replace(base.pipeline, model=model,
-                                      datamanager=replace(base.pipeline.datamanager, data=data, dataparser=parser_config)))
+                                      datamanager=replace(base.pipeline.datamanager, data=data,
+                                                          dataparser=parser_config)))
     pipeline = config.pipeline.setup(device="cpu", test_mode="test")
     load_snapshot(pipeline.model, snapshot)
     step = snapshot["snapshot"]["training_step"]

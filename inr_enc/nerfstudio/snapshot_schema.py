@@ -80,7 +80,8 @@ def _keys_and_values(snapshot: dict[str, Any]) -> None:
             for key, item in value.items():
                 if not isinstance(key, str):
                     _fail(path or "the snapshot", "string keys", key)
-                stack.append((f"{path}.{key}" if path else key, item, json_only or (not path and key in CONFIG_SECTIONS)))
+                stack.append((f"{path}.{key}" if path else key, item,
+                              json_only or (not path and key in CONFIG_SECTIONS)))
         elif isinstance(value, list):
             stack.extend((f"{path}[{i}]", item, json_only) for i, item in enumerate(value))
         elif json_only and not (value is None or isinstance(value, (bool, str)) or _real(value)):
@@ -107,7 +108,8 @@ def _inr_enc(ours: dict[str, Any], path: str) -> None:
     if not all(low < high for low, high in zip(*aabb)):
         _fail(f"{path}.aabb", "min < max on each axis", aabb)
     if not isinstance(ours.get("opacity"), bytes) or len(ours["opacity"]) != 4 * GRID_SIZE**3:
-        _fail(f"{path}.opacity", f"{GRID_SIZE}^3 float32 cells ({4 * GRID_SIZE**3} bytes)", ours.get("opacity", MISSING))
+        _fail(f"{path}.opacity", f"{GRID_SIZE}^3 float32 cells ({4 * GRID_SIZE**3} bytes)",
+              ours.get("opacity", MISSING))
     if ours.get("unit_frame") is not None:
         (a, b, c, _), (d, e, f, _), (g, h, i, _) = frame = _matrix(ours["unit_frame"], f"{path}.unit_frame", 3, 4)
         determinant = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)

@@ -16,7 +16,8 @@ from ..optim.ema import WeightEma
 class WeightAverage(nn.Module):
     """The average of ``params`` with ``decay``; :meth:`update` after each optimiser step. ``train(False)`` (also
     through a parent's ``eval()``) puts the average into the parameters, ``train(True)`` the raw weights back
-    (:meth:`before_load` and :meth:`loaded` around loading a checkpoint). Buffers: ``average_<i>`` [each parameter's shape], steps []."""
+    (:meth:`before_load` and :meth:`loaded` around loading a checkpoint). Buffers: ``average_<i>`` [each parameter's
+    shape], steps []."""
 
     def __init__(self, params: list[nn.Parameter], decay: float) -> None:
         super().__init__()

@@ -68,8 +68,9 @@ class Network(nn.Module):
                        encoder: EncoderSpec | None = None) -> dict[str, Any]:
         """The canonical config, or ValueError naming the problem; pure (no tensors). ``encoder``: the resolved
         encoding that feeds this network, None for a network on its own."""
-        config = {**cls.defaults, **without_unread_inherited(check_mapping("network", "network", config, allow_none=False),
-                                                             cls.defaults)}
+        config = {**cls.defaults,
+                  **without_unread_inherited(check_mapping("network", "network", config, allow_none=False),
+                                             cls.defaults)}
         check_keys("network", config, cls.defaults)
         check_int("network", "n_input_dims", n_input_dims, 1)
         check_int("network", "n_output_dims", n_output_dims, 1)

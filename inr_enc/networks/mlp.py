@@ -33,7 +33,8 @@ class MLP(Network):
     ``input_map``: "signed" maps inputs from [0, 1] to [-1, 1] first, "none" leaves them; the default is
     "signed" for Sine/SPDER (SIREN and SPDER work on [-1, 1]) and "none" otherwise. ``bias``: default true.
     tcnn's FullyFusedMLP/CutlassMLP (no biases, padded) are ``TcnnMLP``; a config of either otype that names one
-    of this class's own keys (``bias``, ``omega_0``, ...) builds this class under that otype. Init: torch's nn.Linear default for ReLU-like nets; SIREN's for Sine/SPDER
+    of this class's own keys (``bias``, ``omega_0``, ...) builds this class under that otype. Init: torch's nn.Linear
+    default for ReLU-like nets; SIREN's for Sine/SPDER
     (first layer U(+-1/fan_in), later layers U(+-sqrt(6/fan_in)/omega_0), biases U(+-1/sqrt(fan_in))),
     drawn from ``seed``. x: [..., n_input_dims] -> [..., n_output_dims].
     """
@@ -101,10 +102,12 @@ class MLP(Network):
                 else:
                     bound = math.sqrt(6 / fan_in) / self.omega_0
                 # U(-bound, bound) drawn in place, no temporary the size of the layer: (rand * 2 - 1) * bound
-                torch.rand(layer.weight.shape, generator=generator, out=layer.weight.detach()).mul_(2).sub_(1).mul_(bound)
+                torch.rand(layer.weight.shape, generator=generator,
+                           out=layer.weight.detach()).mul_(2).sub_(1).mul_(bound)
                 if layer.bias is not None:
                     bias_bound = 1 / math.sqrt(fan_in)
-                    torch.rand(layer.bias.shape, generator=generator, out=layer.bias.detach()).mul_(2).sub_(1).mul_(bias_bound)
+                    torch.rand(layer.bias.shape, generator=generator,
+                               out=layer.bias.detach()).mul_(2).sub_(1).mul_(bias_bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: [..., n_input_dims] -> [..., n_output_dims], in the dtype of the weights (large batches without

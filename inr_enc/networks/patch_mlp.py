@@ -52,13 +52,17 @@ class PatchMLP(Network):
         patches = config["patches"]
         patches = list(patches) if isinstance(patches, (list, tuple)) else [patches]
         if not 1 <= len(patches) <= 3:
-            raise config_error("network", f"'patches' must list 1 to 3 patch counts (one per coordinate dim), got {config['patches']!r}")
+            raise config_error("network", f"'patches' must list 1 to 3 patch counts (one per coordinate dim), "
+                                          f"got {config['patches']!r}")
         patches = [check_int("network", "patches", p, 1) for p in patches]
         if math.prod(patches) > MAX_PATCHES:
-            raise config_error("network", f"'patches' {patches} make {math.prod(patches)} patches, more than {MAX_PATCHES}")
+            raise config_error("network", f"'patches' {patches} make {math.prod(patches)} patches, "
+                                          f"more than {MAX_PATCHES}")
         if encoder is not None and len(patches) != encoder.n_input_dims:
-            raise ValueError(f"network: 'patches' needs one count per coordinate dim ({encoder.n_input_dims}), got {patches}")
-        mlp = MLP.resolve_config({k: v for k, v in config.items() if k not in ("otype", "patches")}, n_input_dims, n_output_dims)
+            raise ValueError(f"network: 'patches' needs one count per coordinate dim ({encoder.n_input_dims}), "
+                             f"got {patches}")
+        mlp = MLP.resolve_config({k: v for k, v in config.items() if k not in ("otype", "patches")},
+                                 n_input_dims, n_output_dims)
         return {**mlp, "otype": "PatchMLP", "patches": patches}
 
     @classmethod

@@ -60,7 +60,8 @@ class PINs(Network):
     def _resolve(cls, n_input_dims: int, n_output_dims: int, config: dict[str, Any],
                  encoder: EncoderSpec | None) -> dict[str, Any]:
         if encoder is None or encoder.n_bands is None:
-            raise config_error("PINs", "needs an encoding with frequency bands or levels (Frequency, NeRF, TriangleWave, a grid)")
+            raise config_error("PINs", "needs an encoding with frequency bands or levels "
+                                       "(Frequency, NeRF, TriangleWave, a grid)")
         activation = check_choice("PINs", "activation", config["activation"], ACTIVATIONS)
         if activation in PERIODIC:
             raise config_error("PINs", f"levels use non-periodic activations (ReLU, ...), got {activation}")
@@ -114,7 +115,8 @@ class PINs(Network):
             self.register_buffer(f"inputs_{k}", index, persistent=False)
         widths = [len(index) + (n_neurons if k else 0) for k, index in enumerate(inputs)]
         self.bodies = nn.ModuleList(MLP(w, n_neurons, {**body, "seed": seed + k}) for k, w in enumerate(widths))
-        self.heads = nn.ModuleList(MLP(n_neurons, self.n_output_dims, {"n_hidden_layers": 0, "seed": seed + n_levels + k})
+        self.heads = nn.ModuleList(MLP(n_neurons, self.n_output_dims,
+                                       {"n_hidden_layers": 0, "seed": seed + n_levels + k})
                                    for k in range(n_levels))
         self.register_buffer("step", torch.zeros((), dtype=torch.int64))
 

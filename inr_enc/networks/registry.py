@@ -15,7 +15,8 @@ DEFAULT_OTYPE = "MLP"
 
 
 def network_class(config: Any) -> type[Network]:
-    """The class a network config names (``otype``, default MLP; case-insensitive); ValueError listing the valid ones."""
+    """The class a network config names (``otype``, default MLP; case-insensitive); ValueError listing the valid
+    ones."""
     config = check_mapping("network", "network", config) or {}
     own = {k: v for k, v in config.items() if k not in config.get(INHERITED, ())}  # a parent's keys pick no class
     return NETWORKS.lookup(config.get("otype", DEFAULT_OTYPE)).class_for(own)

@@ -100,15 +100,16 @@ class Separable(Network):
         return (phi_y @ self.weight.to(phi_x.dtype) @ phi_x.T).permute(1, 2, 0)
 
     @torch.no_grad()
-    def solve(self, encoder: Encoder, xs: torch.Tensor, ys: torch.Tensor, values: torch.Tensor, ridge: float = 0.0) -> float:
+    def solve(self, encoder: Encoder, xs: torch.Tensor, ys: torch.Tensor, values: torch.Tensor,
+              ridge: float = 0.0) -> float:
         """Set W to argmin_W sum_c ||Phi_y W_c Phi_x^T - Y_c||_F^2 + ridge ||W||_F^2 for the grid samples
         Y_c = values[..., c] at (xs[j], ys[i]); xs: [W'], ys: [H'], values: [H', W', C]. Returns the seconds it took.
 
         With thin SVDs Phi_y = U_y diag(s) V_y^T and Phi_x = U_x diag(t) V_x^T the (K^2 x K^2) normal equations
         decouple entrywise: W_c = V_y [s_i t_j / (s_i^2 t_j^2 + ridge) * (U_y^T Y_c U_x)_ij] V_x^T. ridge = 0
         gives the minimum-norm least-squares solution pinv(Phi_y) Y_c pinv(Phi_x)^T (the reference's closed
-        form), with products s_i t_j below eps * max(H', W', K) * max(s) max(t) treated as zero (pinv of the Kronecker matrix would use
-        eps * max(H'W', K^2); the difference only matters for nearly rank-deficient bases).
+        form), with products s_i t_j below eps * max(H', W', K) * max(s) max(t) treated as zero (pinv of the Kronecker
+        matrix would use eps * max(H'W', K^2); the difference only matters for nearly rank-deficient bases).
         Computed in float64 on W's device, then stored in W's dtype.
         """
         check_tensor("xs", xs, (None,))

@@ -46,7 +46,8 @@ def tcnn_input_columns(n_input_dims: int, encoder: EncoderSpec | None) -> list[f
     if encoder is None:
         return [None] * n_input_dims + [1.0] * (round_up(n_input_dims, ALIGNMENT) - n_input_dims)
     natural = len(encoder.cls.tcnn_columns(encoder))
-    return encoder.cls.tcnn_columns(encoder, round_up(natural, math.lcm(ALIGNMENT, encoder.cls.tcnn_alignment(encoder.config))))
+    return encoder.cls.tcnn_columns(encoder,
+                                    round_up(natural, math.lcm(ALIGNMENT, encoder.cls.tcnn_alignment(encoder.config))))
 
 
 def matrix_shapes(n_input_columns: int, n_output_dims: int, config: dict[str, Any]) -> list[tuple[int, int]]:
@@ -129,7 +130,8 @@ class TcnnMLP(Network):
             for i, layer in enumerate(self.layers):
                 fan_out, fan_in = layer.weight.shape
                 if sine:
-                    scale = np.float32(30) / np.float32(fan_in) if i == 0 else np.sqrt(np.float32(6) / np.float32(fan_in))
+                    scale = (np.float32(30) / np.float32(fan_in) if i == 0
+                             else np.sqrt(np.float32(6) / np.float32(fan_in)))
                 else:
                     scale = np.sqrt(np.float32(6) / np.float32(fan_in + fan_out))
                 flat = layer.weight.view(-1)

@@ -54,7 +54,8 @@ def lazy_adam_step(param: torch.Tensor, state: dict[str, torch.Tensor], grad: to
         return
 
     def apply(grad: torch.Tensor) -> bool:
-        indices, values = (grad._indices()[0], grad._values()) if grad.is_sparse else (grad.new_empty(0, dtype=torch.int64), grad)
+        indices, values = ((grad._indices()[0], grad._values()) if grad.is_sparse
+                           else (grad.new_empty(0, dtype=torch.int64), grad))
         return extension.lazy_adam(param, state["exp_avg"], state["exp_avg_sq"], state["step"],
                                    indices.contiguous(), values.contiguous(), lr, betas[0], betas[1], eps)
 

@@ -14,5 +14,6 @@ def lr_factor(training: dict[str, Any]) -> Callable[[int], float]:
         return lambda step: 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * min(step, steps) / max(steps, 1)))
     if kind == "exponential":  # tcnn's ExponentialDecay: x decay_base at start, start + interval, ... up to end
         base, start, interval, end = (training[k] for k in ("decay_base", "decay_start", "decay_interval", "decay_end"))
-        return lambda step: base ** ((min(step, end) - start) // interval + 1) if start <= step and start <= end else 1.0
+        return lambda step: (base ** ((min(step, end) - start) // interval + 1)
+                             if start <= step and start <= end else 1.0)
     return lambda step: 1.0

@@ -35,7 +35,8 @@ def make_average(model: torch.nn.Module, training: dict[str, Any]) -> WeightEma 
     return None if training["ema_decay"] is None else WeightEma(list(model.parameters()), training["ema_decay"])
 
 
-def batch_index(n: int, batch_size: int | None, generator: torch.Generator, device: torch.device) -> torch.Tensor | None:
+def batch_index(n: int, batch_size: int | None, generator: torch.Generator,
+                device: torch.device) -> torch.Tensor | None:
     """A step's random sample indices [batch_size] into n samples, drawn from ``generator``; None for every sample."""
     if batch_size is None or batch_size >= n:
         return None

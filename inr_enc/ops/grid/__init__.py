@@ -92,7 +92,8 @@ def grid_encoding(
 
         accumulator = sparse_accumulator if table is params else None  # not through a dtype conversion
         reference = functools.partial(torch_grid_encoding, models=models)
-        return fused_grid_encoding(x, table, levels, n_features_per_level, interpolation, accumulator, reference, models)
+        return fused_grid_encoding(x, table, levels, n_features_per_level, interpolation, accumulator, reference,
+                                   models)
     if kernel == "triton":
         from .triton_kernel import triton_grid_encoding
 

@@ -114,7 +114,8 @@ class _FusedGrid(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             grad_x = ext.backward_input(x.contiguous(), table.contiguous(), grad, f, code, *args)
         if ctx.needs_input_grad[1]:
-            n_rows, n_reads = table.numel() // f, x.shape[0] * levels.scale.numel() * (1 if code == 1 else 2 ** x.shape[1])
+            n_rows, n_reads = (table.numel() // f,
+                               x.shape[0] * levels.scale.numel() * (1 if code == 1 else 2 ** x.shape[1]))
             if accumulator is None or n_reads >= SPARSE_BELOW_READS_PER_ROW * n_rows:  # dense is cheaper there
                 grad_table = _buffer((table.numel(),), table.dtype)
                 ext.backward_table(x.contiguous(), grad, grad_table, f, code, *args)

@@ -47,7 +47,8 @@ class GridLevels(torch.nn.Module):
         n_dims = len(levels[0].strides)
         strides = torch.tensor([lvl.strides for lvl in dense], dtype=torch.int64).reshape(len(dense), n_dims)
         self.register_buffer("dense_strides", strides, persistent=False)
-        self.register_buffer("dense_size", torch.tensor([lvl.size for lvl in dense], dtype=torch.int64), persistent=False)
+        self.register_buffer("dense_size", torch.tensor([lvl.size for lvl in dense], dtype=torch.int64),
+                             persistent=False)
 
     @property
     def scale(self) -> torch.Tensor:

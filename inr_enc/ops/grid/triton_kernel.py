@@ -39,7 +39,8 @@ MAX_UNROLL = 8  # corners unrolled in the kernel's corner loop
 
 def _grid_kernel(
     x_ptr, table_ptr, scale_ptr, consts_ptr, out_ptr, grad_out_ptr, grad_table_ptr, grad_x_ptr, n_samples, n_dense,
-    samples_per_model, model_rows, D: tl.constexpr, F: tl.constexpr, INTERP: tl.constexpr, POS_MAX: tl.constexpr, BLOCK: tl.constexpr,
+    samples_per_model, model_rows, D: tl.constexpr, F: tl.constexpr, INTERP: tl.constexpr, POS_MAX: tl.constexpr,
+    BLOCK: tl.constexpr,
     FORWARD: tl.constexpr, GRAD_TABLE: tl.constexpr, GRAD_X: tl.constexpr, UNROLL: tl.constexpr,
 ):
     """Forward (FORWARD): out [N, L*F] = sum over corners of weight * table row. Backward: grad_out [N, L*F]
@@ -197,7 +198,8 @@ def _launch(
     kernel[(triton.cdiv(n_samples, BLOCK), n_levels)](
         x, params, scale, consts, out, grad_out, grad_table, grad_x, n_samples, levels.n_dense,
         max(n_samples // models, 1), params.numel() // (n_features * models) if models > 1 else 0,
-        D=n_dims, F=n_features, INTERP=INTERPOLATIONS.index(interpolation), POS_MAX=torch.finfo(x.dtype).max, BLOCK=BLOCK,
+        D=n_dims, F=n_features, INTERP=INTERPOLATIONS.index(interpolation), POS_MAX=torch.finfo(x.dtype).max,
+        BLOCK=BLOCK,
         FORWARD=grad_out is None, GRAD_TABLE=grad_table is not None, GRAD_X=grad_x is not None,
         UNROLL=1 if interpolation == "Nearest" else min(2**n_dims, MAX_UNROLL),
         num_warps=4, enable_fp_fusion=False,  # no fused multiply-adds: positions round like the torch path's
@@ -233,7 +235,8 @@ class _TritonGridEncoding(torch.autograd.Function):
         grad_x = torch.zeros(x.shape, dtype=torch.float64, device=x.device) if need_x else None
         if need_params or (need_x and interpolation != "Nearest"):
             _launch(x, params, levels, n_features, interpolation, grad.contiguous(), grad_table, grad_x, models)
-        return (None if grad_x is None else grad_x.to(x.dtype), None if grad_table is None else grad_table.to(params.dtype),
+        return (None if grad_x is None else grad_x.to(x.dtype),
+                None if grad_table is None else grad_table.to(params.dtype),
                 None, None, None, None)
 
 
@@ -242,7 +245,8 @@ def triton_grid_encoding(
     models: int = 1,
 ) -> torch.Tensor:
     """x: [N, d] -> [N, L * F] (level-major, feature-minor) from the flat table ``params`` [E*F] (``models`` tables
-    back to back, read by equal blocks of x in turn); the same numerics as ``torch_grid_encoding``. Raises RuntimeError where ``triton_unavailable_reason(x)`` gives a reason."""
+    back to back, read by equal blocks of x in turn); the same numerics as ``torch_grid_encoding``. Raises RuntimeError
+    where ``triton_unavailable_reason(x)`` gives a reason."""
     reason = triton_unavailable_reason(x)
     if reason is not None:
         raise RuntimeError(f"triton grid encoding unavailable: {reason}")
