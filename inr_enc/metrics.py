@@ -12,7 +12,7 @@ import torch
 from torchmetrics.functional.image import structural_similarity_index_measure
 
 SSIM_PAD = 5  # half of torchmetrics' 11-px Gaussian window for sigma 1.5
-ROW_BAND = 256  # rows compared (and reconstructed, fitting/image.py) at a time, to bound memory on large images
+ROW_BAND = 256  # rows compared (and reconstructed, fitting/tasks/image.py) at a time, to bound memory on large images
 
 
 def psnr(mse: float, value_range: float) -> float:

@@ -192,3 +192,24 @@ def test_groups_are_cut_by_what_can_go_together_and_size():
 def test_tensorboard_logs_runs_one_at_a_time(tmp_path, crops, capsys):
     assert inr_fit(["images", str(crops), "--together", "2", "--vis", "tensorboard", "--out", str(tmp_path / "o")]) == 2
     assert "does not go with --together" in capsys.readouterr().err
+
+
+def test_a_checkpoint_that_does_not_join_its_group_fails_alone(tmp_path, crops, monkeypatch):
+    """Two runs stopped at step 6, one of whose checkpoints holds another model: the --together rerun fits each
+    file on its own, so the good one continues to its end and only the other one fails."""
+    config = write_tiny_config(tmp_path, steps=12, eval_every=4, checkpoint_every=4, batch_size=20)
+    out = tmp_path / "out"
+    for k in range(2):
+        interrupted_at_call(monkeypatch, 6)
+        single = ["image", str(crops / f"rgb{k}.png"), "--config", str(config), "--quiet", "--out"]
+        assert inr_fit(single + [str(out / f"rgb{k}")]) == 130
+        monkeypatch.undo()
+    checkpoint = out / "rgb1" / "checkpoint.pt"
+    payload = torch.load(checkpoint, weights_only=True)
+    payload["model"] = {key: value[..., :1] for key, value in payload["model"].items()}  # another model's shapes
+    torch.save(payload, checkpoint)
+    assert inr_fit(["images", str(crops / "rgb[01].png"), "--config", str(config), "--quiet", "--out", str(out),
+                    "--together", "2"]) == 2
+    found = rows(out)
+    assert [r["status"] for r in found.values()] == ["resumed", "failed"]
+    assert json.loads((out / "rgb0" / "metrics.json").read_text())["steps"] == 12

@@ -67,3 +67,20 @@ def test_an_interrupted_group_file_continues_and_each_model_matches_its_run_alon
         continued = torch.load(out / name / "checkpoint.pt", weights_only=True)
         assert continued["history"][0] == group["states"][m]["history"][0]  # continued, not started again
         assert_same_fit(continued, uninterrupted(tmp_path, name))
+
+
+def test_a_saved_run_with_ema_decay_0_resumes_as_one_without_an_average(tmp_path, at_root):
+    """0.4.0 accepted ema_decay 0 (tcnn's Ema averaging nothing); today's configs say null for that and refuse 0,
+    but a run saved with 0 still resumes, and continues exactly as the same run without an average."""
+    import yaml
+
+    run = tmp_path / "single"
+    shutil.copytree(DATA / "single", run)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["training"]["ema_decay"] is None
+    config["training"]["ema_decay"] = 0.0
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert inr_fit(["image", "--resume", str(run), "--quiet"]) == 0
+    assert_same_fit(torch.load(run / "checkpoint.pt", weights_only=True), uninterrupted(tmp_path, "a"))
+    assert inr_fit(["image", str(DATA / "images" / "a.png"), *CONFIG, "--set", "training.ema_decay=0",
+                    "--out", str(tmp_path / "new")]) == 2  # a new run: refused, null says it

@@ -334,7 +334,7 @@ def test_sigterm_during_an_evaluation_stops_it_and_resume_redoes_it(tmp_path):
 
 
 def test_predict_stops_between_chunks_when_asked():
-    from inr_enc.fitting.loop import predict
+    from inr_enc.fitting.problem import predict
     from inr_enc.fitting.stops import Interrupted
 
     calls = []

@@ -13,8 +13,8 @@ import yaml
 from PIL import Image as PILImage
 
 from inr_enc.cli import main as inr_fit
-from inr_enc.fitting.audio import AudioTask
 from inr_enc.fitting.signals import read_audio, read_image, write_audio, write_image
+from inr_enc.fitting.tasks.audio import AudioTask
 
 RNG = np.random.default_rng(0)
 TINY = {"encoding": {"otype": "Frequency", "n_frequencies": 2},

@@ -1,5 +1,5 @@
-"""``inr-fit``: fit a signal (an image, an audio file: the tasks of fitting/tasks.py) with a field from a config,
-from the command line.
+"""``inr-fit``: fit a signal (an image, an audio file: the tasks of fitting/tasks/) with a field from a config, from
+the command line.
 
     inr-fit image [PATH] [--config hashgrid] [--steps N] [--out DIR] [--train-split] [--seed S] [--backend B] ...
     inr-fit audio PATH (.wav, .flac, .ogg) [--config siren-audio] ...
@@ -10,18 +10,18 @@ from the command line.
 Exit codes: 0 done; 2 bad input or an --out that cannot be written (one line on stderr, nothing in --out changed);
 3 training diverged (a non-finite loss: the last good checkpoint is kept); 130 Ctrl-C or SIGTERM (a running fit saves
 its checkpoint first).
-Only argparse and light modules (``fitting.stops`` holds the signal handling) load before ``main`` installs it;
-the parser (parser.py: the task modules, torch-free at import), torch and the rest load inside it. single.py runs
-one file, folder.py every file of a folder.
+Only torch-free modules load with this package: argparse, the signal handling (``fitting.stops``), the parser and
+the task registry (parser.py, fitting/tasks/: their modules import torch inside their functions); ``main`` installs
+the handling, then torch and the rest load. single.py runs one file, folder.py every file of a folder.
 """
 
 from __future__ import annotations
 
 import sys
 
-from ..fitting.image import SAMPLE_IMAGE as DEFAULT_IMAGE
 from ..fitting.stops import Diverged, Interrupted, interrupts_noted
 from ..fitting.tasks import folder_tasks
+from ..fitting.tasks.image import SAMPLE_IMAGE as DEFAULT_IMAGE  # the name tests/test_wheel.py reads
 from .folder import fit_files, report_files
 from .parser import HELP_DEFAULTS, build_parser, parse_args, say
 from .single import fit, list_configs

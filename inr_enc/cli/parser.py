@@ -1,4 +1,4 @@
-"""inr-fit's command line: the parser, its sub-commands and help read from the task registry (fitting/tasks.py)
+"""inr-fit's command line: the parser, its sub-commands and help read from the task registry (fitting/tasks/__init__.py)
 and the backends' list (config/backends.py). Torch-free: built inside ``main``, after its signal handling."""
 
 from __future__ import annotations

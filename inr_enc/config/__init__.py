@@ -1,7 +1,6 @@
-"""Configs: reading them (``files``), checking each key (``checks``) and the run-config schema (``schema``).
-
-``files`` and ``checks`` are the lowest layer of inr_enc; ``schema`` validates a whole run through the encoder and
-network registries, so it is imported as ``inr_enc.field.schema`` and not from here.
+"""Configs, the lowest layer of inr_enc: reading them (``files``, ``parsing``), checking each key (``checks``),
+the memory limit (``memory``) and the names of the backends (``backends``). The run-config schema, which needs the
+encoder and network registries, is a layer up: ``inr_enc.field.schema``.
 """
 
 from .checks import (

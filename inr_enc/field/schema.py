@@ -220,8 +220,7 @@ def estimate_run_memory(run: Mapping[str, Any], n_input_dims: int, n_output_dims
 
 
 def check_task(task: Any) -> dict[str, Any]:
-    """The task section: a mapping with ``kind`` (a task name: fitting/run.py's TASKS), ``path`` and
-    ``train_split``."""
+    """The task section: a mapping with ``kind`` (a task name: fitting/tasks/), ``path`` and ``train_split``."""
     task = check_mapping("task", "task", task, allow_none=False)
     if not isinstance(task.get("kind"), str):
         raise config_error("task", f"'kind' must be a task name, got {task.get('kind')!r}")
@@ -260,6 +259,8 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
     backend = resolve_backend(backend if backend is not None else config.get("backend"), field.encoding.config)
     from_tcnn = training_from_tcnn(config.get("loss"), config.get("optimizer"))
     own = check_mapping("config", "training", config.get("training"))
+    if saved and own is not None and own.get("ema_decay") == 0:  # saved by 0.4.0, which took 0: no average, i.e. null
+        own = {**own, "ema_decay": None}
     twice = sorted(set(from_tcnn) & set(own))
     if twice:
         raise config_error("config", f"training key(s) {', '.join(twice)} given both in 'training' and by tcnn's "

@@ -1,3 +1,4 @@
-"""Fitting signals (inr-fit's engine): reading and writing signals (``signals``), the image and audio
-tasks (``image``, ``audio``), the fit loop with checkpoints (``loop``), what a run writes (``outputs``) and one
-whole run from a resolved config (``run``)."""
+"""Fitting signals (inr-fit's engine): the tasks and their registry (``tasks``: image, audio), reading and writing
+signals (``signals``), the fit loop for one model or a batch (``loop``, ``problem``, ``checkpoints``), groups of
+files fitted together (``batched``), what a run writes (``outputs``), one whole run from a resolved config
+(``run``) and every file of a folder (``dataset``)."""

@@ -57,6 +57,11 @@ def plan_groups(indices: list[int], together: Callable[[int, int], bool], size: 
     return groups
 
 
+class GroupUnloadable(ValueError):
+    """A member's checkpoint does not load into its group (another model's, or saved before lazy tables): each
+    member continues alone instead (fitting/dataset.py), so the one file fails and the others go on."""
+
+
 def group_fitter(runs: list[dict[str, Any]], tasks: list[Any], folders: list[RunFolder], device: torch.device
                  ) -> Fitter:
     """A Fitter of ``tasks``' models as one FieldBatch (every model starts as its run alone would: one config and
@@ -103,7 +108,10 @@ def fit_group(runs: list[dict[str, Any]], tasks: list[Any], folders: list[Path],
             except ValueError:  # another group's or damaged: this group starts afresh
                 fitter = build()
         elif any(resume[m] for m in members):
-            fitter.load_checkpoints()
+            try:
+                fitter.load_checkpoints()
+            except ValueError as error:
+                raise GroupUnloadable(str(error)) from None
         try:
             fitter.run(quiet=True)
         except Diverged:  # every model diverged: each is reported below

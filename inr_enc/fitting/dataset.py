@@ -30,7 +30,7 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from .batched import fit_group, group_unavailable_reason, plan_groups
+from .batched import GroupUnloadable, fit_group, group_unavailable_reason, plan_groups
 from .checkpoints import GROUP_CHECKPOINTS, saved_group_files, saved_step
 from .inputs import check_unchanged, run_names, same_input_and_facts
 from .outputs import METRICS_FILE
@@ -207,11 +207,14 @@ def _fit_job(kind: str, config: dict[str, Any], options: dict[str, Any], files: 
              job: list[int], legacy: Path | None, device: torch.device, overwrite: bool) -> list[Any]:
     """Per file of ``job``: (status, metrics) or the exception its fit ended with. A group's files are read
     here (one group's signals are held at a time), each on its own: one that fails is that file's error."""
-    if len(job) == 1:
+    def alone(i: int) -> Any:
         try:
-            return [fit_file(kind, config, options, files[job[0]], folders[job[0]], device, overwrite)]
+            return fit_file(kind, config, options, files[i], folders[i], device, overwrite)
         except Exception as error:  # recorded, whatever it is (Ctrl-C is not an Exception); the others go on
-            return [error]
+            return error
+
+    if len(job) == 1:
+        return [alone(job[0])]
     results: list[Any] = [None] * len(job)
     plans, members = [], []
     for k, i in enumerate(job):
@@ -231,10 +234,13 @@ def _fit_job(kind: str, config: dict[str, Any], options: dict[str, Any], files: 
             fitted = fit_group(list(runs), list(tasks), [folders[job[k]] for k in members],
                                [status == "resumed" for status in statuses], device, overwrite,
                                options.get("pictures", True), legacy)
+        except GroupUnloadable:  # a checkpoint that does not join the group: its files each on their own
+            fitted = [alone(job[k]) for k in members]
+            statuses = [None] * len(members)
         except Exception as error:
             fitted = [error] * len(members)
         for k, status, result in zip(members, statuses, fitted):
-            results[k] = (status, result) if isinstance(result, dict) else result
+            results[k] = (status, result) if isinstance(result, dict) and status is not None else result
     return results
 
 

@@ -19,11 +19,9 @@ from ..field.schema import FieldSpec, check_task, resolve_run
 from ..ops.grid.cpu_kernel import cpu_extension
 from ..optim import grid_tables
 from ..optim.lazy_adam import lazy_adam_extension
-from .audio import AudioTask
 from .checkpoints import provenance
-from .image import ImageTask
 from .inputs import file_identity
-from .loop import FitState, Fitter
+from .loop import Fitter
 from .outputs import (
     CURVE_FILE,
     MODEL_FILE,
@@ -34,19 +32,20 @@ from .outputs import (
     write_model_file,
 )
 from .pictures import write_curve
+from .problem import FitState
 from .run_folder import RunFolder
 from .stops import Interrupted, raise_if_interrupted
-from .tasks import task_info
+from .tasks import Task, task_info
 from .tensorboard import TensorBoardLog
 
 
-def read_task(kind: str, path: str, train_split: bool) -> ImageTask | AudioTask:
+def read_task(kind: str, path: str, train_split: bool) -> Task:
     """The task on the signal at ``path`` (read, input only); ValueError for a bad signal."""
     check_task({"kind": kind, "path": path, "train_split": train_split})
     return task_info(kind).cls(path, train_split)
 
 
-def resolve_for(config: dict[str, Any], task: ImageTask | AudioTask, train_split: bool, **options: Any
+def resolve_for(config: dict[str, Any], task: Task, train_split: bool, **options: Any
                 ) -> dict[str, Any]:
     """The whole run of ``config`` on ``task``'s signal (field/schema.py ``resolve_run``, ``options`` passed on);
     ValueError naming the first problem."""
@@ -57,13 +56,13 @@ def resolve_for(config: dict[str, Any], task: ImageTask | AudioTask, train_split
 
 
 def resolve_task_run(config: dict[str, Any], kind: str, path: str, train_split: bool, **options: Any
-                     ) -> tuple[dict[str, Any], ImageTask | AudioTask]:
+                     ) -> tuple[dict[str, Any], Task]:
     """:func:`read_task` then :func:`resolve_for` -> (run, task)."""
     task = read_task(kind, path, train_split)
     return resolve_for(config, task, train_split, **options), task
 
 
-def field_of(run: dict[str, Any], task: ImageTask | AudioTask) -> Field:
+def field_of(run: dict[str, Any], task: Task) -> Field:
     """A new model of the resolved ``run`` for ``task``'s signal (initialised from the run's seeds; every encoder on
     the run's backend)."""
     spec = FieldSpec.of_resolved(run, task.n_input_dims, task.n_output_dims)  # resolve_run checked it
@@ -79,7 +78,7 @@ def warn_unfinished_schedules(model: torch.nn.Module, steps: int) -> None:
                   f"but training stops at step {steps}: its finest bands or levels stay (partly) off", file=sys.stderr)
 
 
-def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device: torch.device, resume: bool,
+def fit_run(run: dict[str, Any], task: Task, out: Path, device: torch.device, resume: bool,
             quiet: bool = False, overwrite: bool = False, vis: str = "none", pictures: bool = True) -> dict[str, Any]:
     """Fit ``task`` with the resolved ``run`` into ``out`` (continuing its checkpoint with ``resume``; replacing an
     earlier run's outputs with ``overwrite``, once the new run has a checkpoint); returns the metrics written to
@@ -121,7 +120,7 @@ def fit_run(run: dict[str, Any], task: ImageTask | AudioTask, out: Path, device:
                 log.close()
 
 
-def finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state: FitState, out: Path,
+def finish(run: dict[str, Any], task: Task, model: Field, state: FitState, out: Path,
            device: torch.device, extra: dict[str, Any] | None = None, pictures: bool = True) -> dict[str, Any]:
     """The reconstructions, model.safetensors, metrics.json (with ``extra``'s keys) and, with ``pictures``,
     comparison.png and curve.png of a trained model."""
@@ -142,7 +141,7 @@ def finish(run: dict[str, Any], task: ImageTask | AudioTask, model: Field, state
     best = max(scored, key=lambda h: h["psnr"]) if scored else None
     metrics.update({**final_loss, "steps": state.step, "seconds": state.seconds,
                     **({"best_psnr": best["psnr"], "best_psnr_step": best["step"]} if best else {}),
-                    **size_metrics(n_params, file_bytes, task.n_samples, task.unit),
+                    **size_metrics(n_params, file_bytes, task.n_samples, task_info(run["task"]["kind"]).unit),
                     "provenance": provenance(model, device), **(extra or {})})
     write_metrics(out, metrics)
     if pictures:

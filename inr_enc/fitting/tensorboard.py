@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image as PILImage
 
-from .loop import StepObserver
+from .problem import StepObserver
 from .run_folder import RunFolder
 
 FOLDER = "tensorboard"

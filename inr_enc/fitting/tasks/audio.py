@@ -10,21 +10,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .tasks import register_task
+from . import register_task
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from .loop import Problem
-    from .signals import Audio
+    from ..problem import Problem
+    from ..signals import Audio
 
 AUDIO_RANGE = 2.0  # PSNR peak-to-peak range of [-1, 1] amplitudes
 
 
 def sample_coords(n_samples: int) -> torch.Tensor:
     """[T, 1] sample-centre times (t + 0.5) / T."""
-    from .loop import sample_centres
+    from ..problem import sample_centres
 
     return sample_centres(n_samples)[:, None]
 
@@ -36,13 +36,12 @@ class AudioTask:
     """Fit one audio file (fitting/signals.py: WAV of any depth, FLAC, OGG...; mono or multichannel). Built from the
     file's header; the samples are read on first use (``audio``), once."""
 
-    unit = "sample"
     n_input_dims = 1
 
     def __init__(self, path: str | Path, train_split: bool = False) -> None:
         if train_split:
             raise ValueError("--train-split applies to images only")
-        from .signals import read_audio_header
+        from ..signals import read_audio_header
 
         self.path = Path(path)
         self.header = read_audio_header(self.path)
@@ -51,7 +50,7 @@ class AudioTask:
     @cached_property
     def audio(self) -> Audio:
         """The samples (SignalError for values it cannot fit)."""
-        from .signals import read_audio
+        from ..signals import read_audio
 
         return read_audio(self.path, self.header)
 
@@ -67,7 +66,7 @@ class AudioTask:
     def problem(self) -> Problem:
         import torch
 
-        from .loop import Problem
+        from ..problem import Problem
 
         coords, values = sample_coords(self.n_samples), torch.from_numpy(self.audio.samples)
         return Problem(coords, values, coords, values, value_range=AUDIO_RANGE)
@@ -77,10 +76,10 @@ class AudioTask:
         """Write <name>.wav, .flac or .ogg: the input's container, subtype and rate where libsndfile writes them,
         else WAV (``Audio.output_format``); for the main reconstruction also COMPARISON_FILE. Return psnr over all
         samples, and psnr_file of the written file read back (PCM rounding, or a lossy codec's loss)."""
-        from .loop import predict
-        from .outputs import COMPARISON_FILE
-        from .pictures import write_audio_comparison
-        from .signals import read_audio, write_audio
+        from ..outputs import COMPARISON_FILE
+        from ..pictures import write_audio_comparison
+        from ..problem import predict
+        from ..signals import read_audio, write_audio
 
         recon = predict(model, sample_coords(self.n_samples), chunk, device).numpy()
         path = out_dir / f"{name}.{self.header.output_format[2]}"
@@ -94,14 +93,14 @@ class AudioTask:
 
     def score(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int, device: torch.device) -> float:
         """The model's PSNR as ``finish`` reports it, without writing anything."""
-        from .loop import predict
+        from ..problem import predict
 
         return self._psnr(predict(model, sample_coords(self.n_samples), chunk, device).numpy())
 
     def _psnr(self, samples: np.ndarray) -> float:
         import numpy as np
 
-        from ..metrics import psnr
+        from ...metrics import psnr
 
         if samples.shape != self.audio.samples.shape:
             return math.nan

@@ -1,12 +1,11 @@
-"""The task registry: each kind of signal inr-fit fits is one class in a module of fitting/, decorated with
-``@register_task(...)`` where it is defined. What the decorator declares is all the rest of inr-fit reads of a task:
-its sub-command (``inr-fit image FILE``, also the saved run's ``task.kind``), its folder sub-command (``inr-fit
-images DIR``), a folder's file suffixes, the unit of its rate (bits per pixel), its default config and the files
-its ``finish`` writes, and a sample signal shipped with the package, if it has one.
+"""The task registry: each kind of signal inr-fit fits is one class in a module of this folder (fitting/tasks/),
+decorated with ``@register_task(...)`` where it is defined. What the decorator declares is all the rest of inr-fit
+reads of a task: its sub-command (``inr-fit image FILE``, also the saved run's ``task.kind``), its folder
+sub-command (``inr-fit images DIR``), a folder's file suffixes, the unit of its rate (bits per pixel), its default
+config and the files its ``finish`` writes, and a sample signal shipped with the package, if it has one.
 
-Torch-free: ``tasks()`` imports the modules of fitting/ that register a task (their source holds
-``@register_task(``), and a task module loads torch and its signal readers inside its methods only, so that
-inr-fit builds its command line (``--help`` included) before torch loads.
+Torch-free: ``tasks()`` imports every module of this folder, and a task module loads torch and its signal readers
+inside its methods only, so that inr-fit builds its command line (``--help`` included) before torch loads.
 """
 
 from __future__ import annotations
@@ -16,10 +15,36 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..problem import Problem
 
 T = TypeVar("T", bound=type)
-MARKER = "@register_task("
+
+
+class Task(Protocol):
+    """What the fit loop and the outputs read of a task, built as ``cls(path, train_split)`` (header only)."""
+
+    n_input_dims: int  # coordinate dims (image 2, audio 1)
+    n_output_dims: int  # values per sample (channels)
+    coordinate_shape: list[int]  # samples per coordinate dim ([width, height], [n_samples])
+    n_samples: int
+
+    def describe(self) -> dict[str, Any]:
+        """The task section of the run: ``kind``, ``path`` and the signal's facts (size, channels, ...)."""
+
+    def problem(self) -> Problem:
+        """Training and evaluation points (decodes the signal)."""
+
+    def finish(self, model: Callable[[torch.Tensor], torch.Tensor], out: Path, chunk: int, device: torch.device,
+               name: str = ..., comparison: bool = True) -> dict[str, Any]:
+        """Write the reconstruction (and COMPARISON_FILE) into ``out``; its metrics."""
+
+    def score(self, model: Callable[[torch.Tensor], torch.Tensor], chunk: int, device: torch.device) -> float:
+        """PSNR of ``model`` on the evaluation samples."""
 
 
 @dataclass(frozen=True)
@@ -60,10 +85,10 @@ def tasks() -> dict[str, TaskInfo]:
 
 @functools.cache
 def _import_task_modules() -> None:
-    here = Path(__file__).resolve().parent
-    for module in pkgutil.iter_modules([str(here)]):
-        if module.name != "tasks" and MARKER in (here / f"{module.name}.py").read_text(encoding="utf-8"):
-            importlib.import_module(f"{__package__}.{module.name}")
+    """Import every module of this folder (each registers its tasks), as the encoders' package does."""
+    for module in pkgutil.iter_modules(__path__):
+        if not module.ispkg:
+            importlib.import_module(f"{__name__}.{module.name}")
 
 
 def task_info(kind: str) -> TaskInfo:

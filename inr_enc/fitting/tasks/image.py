@@ -9,28 +9,28 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .tasks import register_task
+from . import register_task
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from .loop import Problem
-    from .signals import Image
+    from ..problem import Problem
+    from ..signals import Image
 
 
 def pixel_coords(height: int, width: int, rows: slice = slice(None), cols: slice = slice(None)) -> torch.Tensor:
     """(x, y) of pixel centres ((j + 0.5) / W, (i + 0.5) / H) for the selected rows and columns: [n, 2], row-major."""
     import torch
 
-    from .loop import sample_centres
+    from ..problem import sample_centres
 
     ys, xs = sample_centres(height, rows), sample_centres(width, cols)
     grid_y, grid_x = torch.meshgrid(ys, xs, indexing="ij")
     return torch.stack([grid_x, grid_y], dim=-1).reshape(-1, 2)
 
 
-SAMPLE_IMAGE = Path(__file__).resolve().parent.parent / "data" / "astronaut.png"  # package data: in a wheel too
+SAMPLE_IMAGE = Path(__file__).resolve().parents[2] / "data" / "astronaut.png"  # package data: in a wheel too
 
 
 @register_task("image", "images", (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".webp", ".gif"), "pixel",
@@ -40,11 +40,10 @@ class ImageTask:
     [1::2, 1::2]. Built from the file's header; the pixels are decoded on first use (``image``), once, after a run's
     memory estimate has passed."""
 
-    unit = "pixel"
     n_input_dims = 2
 
     def __init__(self, path: str | Path, train_split: bool = False) -> None:
-        from .signals import read_image_header
+        from ..signals import read_image_header
 
         self.path, self.train_split = Path(path), train_split
         self.header = read_image_header(self.path)
@@ -56,7 +55,7 @@ class ImageTask:
     @cached_property
     def image(self) -> Image:
         """The decoded image (SignalError for pixels it cannot fit, or that do not match the header)."""
-        from .signals import read_image
+        from ..signals import read_image
 
         return read_image(self.path, self.header)
 
@@ -73,7 +72,7 @@ class ImageTask:
     def problem(self) -> Problem:
         import torch
 
-        from .loop import Problem
+        from ..problem import Problem
 
         pixels = torch.from_numpy(self.image.pixels)
         train, test = (slice(0, None, 2), slice(1, None, 2)) if self.train_split else (slice(None), slice(None))
@@ -87,7 +86,7 @@ class ImageTask:
         """The training pixels as a grid: column centres xs [W'], row centres ys [H'], values [H', W', C]."""
         import torch
 
-        from .loop import sample_centres
+        from ..problem import sample_centres
 
         train = slice(0, None, 2) if self.train_split else slice(None)
         return (sample_centres(self.width, train), sample_centres(self.height, train),
@@ -98,8 +97,8 @@ class ImageTask:
         """The model's image [H, W, C], evaluated ROW_BAND rows at a time."""
         import numpy as np
 
-        from ..metrics import ROW_BAND
-        from .loop import predict
+        from ...metrics import ROW_BAND
+        from ..problem import predict
 
         out = np.empty((self.height, self.width, self.n_output_dims), dtype=np.float32)
         for top in range(0, self.height, ROW_BAND):
@@ -116,10 +115,10 @@ class ImageTask:
         import numpy as np
         import torch
 
-        from ..metrics import psnr, ssim, ssim_unavailable_reason
-        from .outputs import COMPARISON_FILE
-        from .pictures import write_image_comparison
-        from .signals import read_image, write_image
+        from ...metrics import psnr, ssim, ssim_unavailable_reason
+        from ..outputs import COMPARISON_FILE
+        from ..pictures import write_image_comparison
+        from ..signals import read_image, write_image
 
         recon = self.reconstruct(model, chunk, device)
         write_image(out_dir / f"{name}.png", recon, self.header.dtype)
@@ -144,7 +143,7 @@ class ImageTask:
         """PSNR of ``image`` [H, W, C] against the target: on the test pixels [1::2, 1::2] with the split, else all."""
         import numpy as np
 
-        from ..metrics import psnr
+        from ...metrics import psnr
 
         test = (slice(1, None, 2),) * 2 if self.train_split else (slice(None),) * 2
         return psnr(float(np.mean((image[test] - self.image.pixels[test]) ** 2, dtype=np.float64)), 1.0)
