@@ -194,7 +194,12 @@ def _encoding_with_seed(encoding: dict[str, Any], seed: int) -> dict[str, Any]:
 
 def estimate_run_memory(run: Mapping[str, Any], n_input_dims: int, n_output_dims: int,
                         n_samples: int) -> dict[str, int]:
-    """Approximate bytes of a resolved run (``encoding``, ``network``, ``training``) on ``n_samples`` samples, by part:
+    """:func:`estimate_memory` of a resolved run (``encoding``, ``network``, ``training``)."""
+    return estimate_memory(FieldSpec.of_resolved(run, n_input_dims, n_output_dims), run["training"], n_samples)
+
+
+def estimate_memory(field: FieldSpec, training: Mapping[str, Any], n_samples: int) -> dict[str, int]:
+    """Approximate bytes of a resolved field and training section on ``n_samples`` samples, by part:
     - "parameters": float32 parameters and buffers of the encoding and network, times ADAM_COPIES with Adam (the
       gradient and two moments), plus EMA_COPIES with ema_decay;
     - "training step": the batch (every sample where batch_size is null) times the floats per sample (coordinates,
@@ -205,8 +210,8 @@ def estimate_run_memory(run: Mapping[str, Any], n_input_dims: int, n_output_dims
     - "signal": coordinates, values and a prediction per sample.
     An estimate to refuse what cannot fit, not a promise that the rest does: allocator overhead, a backend's
     workspace and per-encoder temporaries are not counted."""
-    field, training = FieldSpec.of_resolved(run, n_input_dims, n_output_dims), run["training"]
     spec, network, net_config, n_params = field.encoding, field.network_cls, field.network, field.parameter_count()
+    n_input_dims, n_output_dims = spec.n_input_dims, field.n_output_dims
     fixed = spec.cls.fixed_activation_count(n_input_dims, spec.config)
     width = (n_input_dims + spec.n_output_dims
              + network.activation_width(spec.n_output_dims, n_output_dims, net_config, spec))
@@ -272,8 +277,7 @@ def resolve_run(config: Any, task: Mapping[str, Any], n_input_dims: int, n_outpu
     if training["solver"] == "closed-form" and (training["l2_reg"] or training["ema_decay"] is not None):
         raise config_error("training",
                            "solver 'closed-form' takes no steps: 'l2_reg' and 'ema_decay' do not apply (use 'ridge')")
-    parts = estimate_run_memory({**field.config, "training": training}, n_input_dims, n_output_dims,
-                                math.prod(coordinate_shape))
+    parts = estimate_memory(field, training, math.prod(coordinate_shape))
     described = ", ".join(f"{part} {format_bytes(size)}" for part, size in parts.items())
     check_memory(f"run: parameters, a training step, evaluation and the signal ({described}) together",
                  sum(parts.values()), max_memory)
