@@ -301,16 +301,17 @@ def test_a_signal_a_library_swallowed_is_raised_again_before_the_run_folder():
 
 @pytest.mark.slow
 def test_sigterm_during_an_evaluation_stops_it_and_resume_redoes_it(tmp_path):
-    """The last step's evaluation of 2^18 samples in chunks of 256 takes seconds; SIGTERM during it exits 130 within
-    about a second (it used to wait for the evaluation), and --resume evaluates that step before finishing."""
+    """The last step's evaluation of 2^20 samples in chunks of 64 takes seconds (16384 chunks: well past the 0.3 s
+    this test waits, even on a quiet machine); SIGTERM during it exits 130 within about a second (it used to wait
+    for the evaluation), and --resume evaluates that step before finishing."""
     import soundfile
 
     wav = tmp_path / "long.wav"
-    soundfile.write(wav, np.sin(np.arange(2**18) * 0.01), 8000, subtype="PCM_16")
+    soundfile.write(wav, np.sin(np.arange(2**20) * 0.01), 8000, subtype="PCM_16")
     config = tmp_path / "slow-eval.yaml"
     config.write_text(yaml.safe_dump({**TINY, "network": {"otype": "MLP", "n_neurons": 64, "n_hidden_layers": 2},
                                       "training": {"steps": 2, "batch_size": 256, "checkpoint_every": 1,
-                                                   "eval_every": 1000, "eval_chunk": 256}}))
+                                                   "eval_every": 1000, "eval_chunk": 64}}))
     out = tmp_path / "run"
     process = _spawn(tmp_path, "audio", wav, "--config", config, "--out", out)
     _wait_for(lambda: (out / "checkpoint.pt").exists(), process, "the step-1 checkpoint")
