@@ -160,17 +160,19 @@ class Fitter:
             (self.train_coords[index], self.train_values[..., index, :])
         step = self.states[0].step
         set_training_step(self.model, step)
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.batched:
+        if self.batched:  # each model's forward and backward, a chunk of models at a time
+            self.optimizer.zero_grad(set_to_none=True)
             loss = functools.partial(elementwise_loss, self.training["loss"])
             losses = self.model.backward_losses(coords, values, loss, [m not in self.diverged for m in range(self.n)])
         else:
-            losses = elementwise_loss(self.training["loss"], self.model(coords).float(), values).mean().reshape(1)
+            single = elementwise_loss(self.training["loss"], self.model(coords).float(), values).mean()
+            losses = single.detach().reshape(1)
         for m in (~torch.isfinite(losses)).nonzero()[:, 0].tolist():
             self.diverge(m, step + 1, f"the loss is {losses[m].item()}")
         self._raise_if_all_diverged()  # before the step: the weights stay as the last finite loss left them
         if not self.batched:
-            losses[0].backward()
+            self.optimizer.zero_grad(set_to_none=True)
+            single.backward()
         self.optimizer.step()
         self.scheduler.step()
         if self.average is not None:
