@@ -79,8 +79,9 @@ def probes(check: Check, value: Any) -> list[Any]:
     low = check.low if check.low is not None else -1e30
     high = check.high if check.high is not None else 1e30
     start = low if check.low_inclusive else low + 1e-6 * max(1.0, abs(low))
+    end = high if check.high_inclusive else high - 1e-6 * max(1.0, abs(high))
     near = {value / 2, value * 2} if isinstance(value, float) and value else set()
-    return sorted(v for v in {start, (start + high) / 2, high, *near} if start <= v <= high)
+    return sorted(v for v in {start, (start + end) / 2, end, *near} if start <= v <= end)
 
 
 def gather(comp: Component) -> Facts:
@@ -163,7 +164,7 @@ def valid_text(check: Check, named: dict[str, str]) -> str:
     if check.high is None:
         limit = "int64" if integer else "float32"
         return f"{noun} {'>=' if check.low_inclusive else '>'} {low} (at most {limit}'s maximum)"
-    return f"{noun} in {'[' if check.low_inclusive else '('}{low}, {high}]"
+    return f"{noun} in {'[' if check.low_inclusive else '('}{low}, {high}{']' if check.high_inclusive else ')'}"
 
 
 def value_text(facts: Facts, key: str, entry: bool = False) -> str:

@@ -100,3 +100,13 @@ def test_losses_and_tcnn_optimizer_keys(text):
     assert "| Huber | Huber, SmoothL1 | Huber, SmoothL1 |" in text  # Instant-NGP's SmoothL1 (optim/losses.py)
     assert "| `learning_rate` | `0.001` | `lr` | number in (0, 10] |" in text
     assert "| `adabound` | `false` |  | tcnn's default only (false) |" in text
+
+
+def test_an_open_upper_bound_is_checked_recorded_and_documented_as_open():
+    with recording_checks() as checks:
+        assert check_float("s", "decay", 0.999, 0.0, low_inclusive=False, high=1.0, high_inclusive=False) == 0.999
+        with pytest.raises(ValueError, match=r"'decay' must be in \(0, 1\), got 1"):
+            check_float("s", "decay", 1.0, 0.0, low_inclusive=False, high=1.0, high_inclusive=False)
+    assert checks[0] == Check("s", "decay", "float", 0.0, 1.0, False, high_inclusive=False)
+    reference_md = (Path(__file__).parent.parent / "docs" / "reference.md").read_text()
+    assert "| `ema_decay` | `null` | number in (0, 1) |" in reference_md

@@ -41,6 +41,7 @@ class Check:
     high: float | None = None
     low_inclusive: bool = True
     choices: tuple[str, ...] = ()
+    high_inclusive: bool = True
 
 
 _RECORDER: ContextVar[list[Check] | None] = ContextVar("inr_enc_check_recorder", default=None)
@@ -143,17 +144,20 @@ def check_seed(section: str, value: Any) -> int:
 
 
 def check_float(section: str, key: str, value: Any, low: float | None = None, low_inclusive: bool = True,
-                high: float | None = None) -> float:
-    """A finite number >= ``low`` (> where not ``low_inclusive``) and <= ``high``; with no ``high`` its magnitude
-    is at most float32's maximum, so that it stays finite in a float32 tensor."""
-    _record(Check(section, key, "float", low, high, low_inclusive))
+                high: float | None = None, high_inclusive: bool = True) -> float:
+    """A finite number >= ``low`` (> where not ``low_inclusive``) and <= ``high`` (< where not
+    ``high_inclusive``); with no ``high`` its magnitude is at most float32's maximum, so that it stays finite in a
+    float32 tensor."""
+    _record(Check(section, key, "float", low, high, low_inclusive, high_inclusive=high_inclusive))
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise config_error(section, f"'{key}' must be a finite number, got {value!r}"[:300])
     value = float(value)
     if low is not None and (value < low or (value == low and not low_inclusive)):
         raise config_error(section, f"'{key}' must be {'>=' if low_inclusive else '>'} {low}, got {value}")
-    if high is not None and value > high:
-        interval = f"in {'[' if low_inclusive else '('}{low:g}, {high:g}]" if low is not None else f"<= {high:g}"
+    if high is not None and (value > high or (value == high and not high_inclusive)):
+        end = "]" if high_inclusive else ")"
+        interval = (f"in {'[' if low_inclusive else '('}{low:g}, {high:g}{end}" if low is not None
+                    else f"{'<=' if high_inclusive else '<'} {high:g}")
         raise config_error(section, f"'{key}' must be {interval}, got {value:g}")
     if abs(value) > FLOAT32_MAX:
         raise config_error(section,

@@ -9,7 +9,6 @@ first weights instead of debiasing, which weights w_1 differently, hence this cl
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -25,13 +24,10 @@ def check_ema_decay(section: str, value: Any) -> float | None:
     weights), which is what None says; 1 would keep the first weights forever."""
     if value is None:
         return None
-    try:  # recorded as (0, 1] (docs/reference.md); 1 is refused below
-        decay = check_float(section, "ema_decay", value, 0.0, low_inclusive=False, high=1.0)
-    except ValueError:
-        decay = math.nan
-    if not 0 < decay < 1:
-        raise config_error(section, f"'ema_decay' must be in (0, 1) (null: no moving average), got {value!r}")
-    return decay
+    try:
+        return check_float(section, "ema_decay", value, 0.0, low_inclusive=False, high=1.0, high_inclusive=False)
+    except ValueError:  # one message, naming null
+        raise config_error(section, f"'ema_decay' must be in (0, 1) (null: no moving average), got {value!r}") from None
 
 
 class WeightEma:
