@@ -17,6 +17,7 @@ from torch import nn
 
 from ..encoders.grid import Grid, stack_grids
 from .field import Field
+from .schema import FieldSpec
 
 # Floats of one chunk's widest activations (4 MiB): measured on 2 cores with SIREN widths 32, 64 and 256 on 1024
 # samples per model, chunks of 2^20 floats ran 1.3x to 1.7x faster than all 64 models at once, whose
@@ -52,7 +53,7 @@ class FieldBatch(nn.Module):
         if reason is not None:
             raise ValueError(f"FieldBatch: fields cannot be batched: {reason}")
         self.n_models, self.n_input_dims, self.n_output_dims = len(fields), first.n_input_dims, first.n_output_dims
-        self.field_config = first.config
+        self.spec = FieldSpec.of_resolved(first.config, first.n_input_dims, first.n_output_dims)  # resolved once
         if isinstance(first.encoder, Grid):
             self.encoder = stack_grids([f.encoder for f in fields])
         else:
@@ -150,7 +151,7 @@ class FieldBatch(nn.Module):
         device = next(self.parameters()).device
         chosen = self.encoder.__dict__.get("last_backend")  # the implementation that computed it here, if any
         backend = chosen.backend if chosen is not None else self.encoder.backend
-        single = Field(self.n_input_dims, self.n_output_dims, self.field_config, backend).to(device)
+        single = Field(self.n_input_dims, self.n_output_dims, self.spec, backend).to(device)
         with torch.no_grad():
             if isinstance(self.encoder, Grid):
                 single.encoder.params.copy_(self.encoder.table(m))
