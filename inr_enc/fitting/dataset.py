@@ -235,12 +235,13 @@ def _fit_job(kind: str, config: dict[str, Any], options: dict[str, Any], files: 
                                [status == "resumed" for status in statuses], device, overwrite,
                                options.get("pictures", True), legacy)
         except GroupUnloadable:  # a checkpoint that does not join the group: its files each on their own
-            fitted = [alone(job[k]) for k in members]
-            statuses = [None] * len(members)
+            for k in members:
+                results[k] = alone(job[k])
+            return results
         except Exception as error:
             fitted = [error] * len(members)
         for k, status, result in zip(members, statuses, fitted):
-            results[k] = (status, result) if isinstance(result, dict) and status is not None else result
+            results[k] = (status, result) if isinstance(result, dict) else result
     return results
 
 
