@@ -133,6 +133,12 @@ class Encoder(nn.Module):
         check_memory(f"{cls.otype}: parameters and batch-independent activations", 4 * n, limit)
 
     @classmethod
+    def nested_backend(cls, backend: str) -> str:
+        """The backend an encoder that passes its own on (``passes_backend_to_nested``) gives its nested encoders:
+        the same, except that where tcnn runs this encoder whole, the nested ones run inside it ("auto")."""
+        return "auto" if backend == "tcnn" and "tcnn" in cls.supported_backends else backend
+
+    @classmethod
     def spec_of(cls, config: dict[str, Any], n_input_dims: int) -> EncoderSpec:
         """The EncoderSpec of a resolved ``config``."""
         return EncoderSpec(cls, n_input_dims, config, cls.output_dims(n_input_dims, config),

@@ -137,7 +137,7 @@ class Composite(Encoder):
         self.reduction = config["reduction"]
         self.encoders = nn.ModuleList()
         self.slices: list[tuple[int, int]] = []
-        nested_backend = "auto" if self.backend == "tcnn" else self.backend  # tcnn runs the whole composition
+        nested_backend = self.nested_backend(self.backend)  # tcnn runs the whole composition
         for begin, end, inner in _nested_slices(config):
             self.encoders.append(build_encoder(inner, end - begin, nested_backend))
             self.slices.append((begin, end))

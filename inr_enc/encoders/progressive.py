@@ -75,7 +75,7 @@ class Progressive(Encoder):
         return nested.cls.fixed_activation_count(n_input_dims, nested.config)
 
     def _build(self, config: dict[str, Any]) -> None:
-        self.nested = build_encoder(config["nested"], self.n_input_dims, self.backend)
+        self.nested = build_encoder(config["nested"], self.n_input_dims, self.nested_backend(self.backend))
         bands = self.nested.output_bands()
         self.register_buffer("bands", bands, persistent=False)
         self.n_bands = int(bands.max()) + 1

@@ -123,7 +123,7 @@ def resolve_backend(value: Any, encoding: Mapping[str, Any]) -> str:
         cls = encoder_class(config.get("otype"))
         check_backend(cls, asked)
         if cls.passes_backend_to_nested:
-            inner = "auto" if asked == "tcnn" and "tcnn" in cls.supported_backends else asked
+            inner = cls.nested_backend(asked)
             nested = config.get("nested")
             pending += [(n, inner) for n in (nested if isinstance(nested, list) else [nested])
                         if isinstance(n, Mapping)]
