@@ -5,7 +5,8 @@ with a transforms.json: images downscaled 2x, every 8th view held out; CPU, tens
 no evaluation during training), trains in-process until its training loop has used --budget
 seconds (timed from the start of the first iteration, so data-worker start-up is included);
 the final checkpoint is then evaluated on every test view as ns-eval does. Reported: iterations,
-loop seconds, training rays/s, test PSNR/SSIM (mean, std), render rays/s, torch threads.
+loop seconds, training rays/s, test PSNR/SSIM (mean, std), render rays/s, torch threads, and the field's
+share of a render (scripts/render_cost.py, on the first test views).
 Offline, and only inside this process: LPIPS is replaced by a NaN stub (its AlexNet weights
 would be downloaded), so "lpips" is null; the numpy globals a checkpoint needs under torch.load's
 weights_only=True are allow-listed one by one and listed in "allowlisted_globals".
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import torch
+from render_cost import render_cost  # scripts/, this script's folder
 
 from inr_enc.io import write_text_atomically
 
@@ -243,7 +245,8 @@ def main(argv: list[str]) -> None:
         "lpips": finite_or_none(metrics.get("lpips")), "lpips_disabled": True,
         "render_rays_per_s": round(metrics["num_rays_per_sec"], 1),
         "n_test_views": len(pipeline.datamanager.fixed_indices_eval_dataloader),
-        "eval_s": round(time.perf_counter() - eval_start, 1), "threads": torch.get_num_threads(),
+        "eval_s": round(time.perf_counter() - eval_start, 1), "render_cost": render_cost(pipeline),
+        "threads": torch.get_num_threads(),
         "torch": torch.__version__, "allowlisted_globals": allowlisted, "checkpoint": str(checkpoint),
         "command": shlex.join([sys.executable, *sys.argv]), "config": str(run_dir / "config.yml"),
     }

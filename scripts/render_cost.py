@@ -1,0 +1,74 @@
+"""How much of a render is the field's own work (scripts/bench_nerf.py's "field share").
+
+Renders test views of an evaluated pipeline while timing, on the model's field instance, every call of
+``_density`` (position encoder + density network, whether the sampler's marching or the model calls it) and of
+``get_outputs`` (direction encoding + colour network). The rest of a render (ray generation, marching, occupancy
+lookups, contraction, compositing, nerfstudio's camera loop) is overhead. CPU only: the timers read the wall clock
+around synchronous calls.
+
+Reported: ``field_share`` (field seconds / render seconds), ``field_points_per_ray`` (points the field evaluated
+per ray: every density evaluation plus every colour evaluation), ``kept_samples_per_ray`` (samples composited),
+and the seconds of each part. ``None`` for a model without such a field (nerfacto).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+class CallTimer:
+    """Wraps a bound method on one instance: total seconds and rows of its first argument over all calls."""
+
+    def __init__(self, owner: Any, name: str) -> None:
+        self.owner, self.name, self.method = owner, name, getattr(owner, name)
+        self.seconds, self.rows = 0.0, 0
+
+    def __enter__(self) -> CallTimer:
+        def timed(x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            out = self.method(x, *args, **kwargs)
+            self.seconds += time.perf_counter() - start
+            self.rows += int(x.shape[:-1].numel()) if self.name == "_density" else len_of_samples(x)
+            return out
+
+        setattr(self.owner, self.name, timed)  # an instance attribute: self._density(...) inside the field finds it
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        delattr(self.owner, self.name)
+
+
+def len_of_samples(ray_samples: Any) -> int:
+    return int(ray_samples.frustums.starts.shape[:-1].numel())
+
+
+def render_cost(pipeline: Any, n_views: int = 4) -> dict[str, float] | None:
+    """Render the first ``n_views`` test views of ``pipeline`` (eval mode) and split the time (see the module)."""
+    field = getattr(pipeline.model, "field", None)
+    if field is None or not all(callable(getattr(field, n, None)) for n in ("_density", "get_outputs")):
+        return None
+    cameras = pipeline.datamanager.eval_dataset.cameras
+    n_views = min(n_views, len(cameras))
+    pipeline.eval()
+    rays, total = 0, 0.0
+    with CallTimer(field, "_density") as density, CallTimer(field, "get_outputs") as colour, torch.no_grad():
+        for i in range(n_views):
+            camera = cameras[i : i + 1]
+            rays += int(camera.width.item() * camera.height.item())
+            total += timed(lambda camera=camera: pipeline.model.get_outputs_for_camera(camera))
+    field_s = density.seconds + colour.seconds
+    return {"views": n_views, "render_s": round(total, 3), "field_density_s": round(density.seconds, 3),
+            "field_colour_s": round(colour.seconds, 3), "field_share": round(field_s / total, 4),
+            "render_rays_per_s": round(rays / total, 1),
+            "field_points_per_ray": round((density.rows + colour.rows) / rays, 2),
+            "density_points_per_ray": round(density.rows / rays, 2),
+            "kept_samples_per_ray": round(colour.rows / rays, 2)}
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start

@@ -1,0 +1,65 @@
+"""The NeRF benchmark helpers: scripts/render_cost.py (the field's share of a render) and the scene-set table of
+scripts/bench_nerf_set.py."""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+sys.path.append(str(Path(__file__).resolve().parent.parent / "scripts"))
+import bench_nerf_set  # noqa: E402
+
+pytest.importorskip("nerfstudio")
+from nerfstudio.cameras.cameras import Cameras  # noqa: E402
+from nerfstudio.data.scene_box import SceneBox  # noqa: E402
+from render_cost import render_cost  # noqa: E402
+
+from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
+
+
+def test_render_cost_counts_the_samples_the_model_composites():
+    torch.manual_seed(0)
+    model = InrNerfModelConfig(encoding={"otype": "HashGrid", "n_levels": 4, "log2_hashmap_size": 12,
+                                         "base_resolution": 4}, grid_resolution=16,
+                               render_alpha_threshold=0.0,  # keep the untrained field's faint samples
+                               ).setup(scene_box=SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3])),
+                                       num_train_data=4)
+    c2w = torch.tensor([[[1.0, 0, 0, 0], [0, 0, -1, -4], [0, 1, 0, 0]]])  # 4 units back, looking at the origin
+    cameras = Cameras(camera_to_worlds=c2w, fx=20.0, fy=20.0, cx=8.0, cy=6.0, width=16, height=12)
+    pipeline = SimpleNamespace(model=model, eval=model.eval,
+                               datamanager=SimpleNamespace(eval_dataset=SimpleNamespace(cameras=cameras)))
+    cost = render_cost(pipeline, n_views=3)
+    with torch.no_grad():
+        composited = model.get_outputs_for_camera(cameras[0:1])["num_samples_per_ray"]
+    assert cost["views"] == 1  # only one camera
+    assert cost["kept_samples_per_ray"] == pytest.approx(float(composited.mean()), abs=0.01)
+    assert cost["density_points_per_ray"] >= cost["kept_samples_per_ray"] > 0  # each kept sample was marched
+    assert 0 < cost["field_share"] <= 1
+    assert "_density" not in vars(model.field) and "get_outputs" not in vars(model.field)  # timers removed
+
+
+def test_render_cost_is_none_for_a_model_without_our_field():
+    assert render_cost(SimpleNamespace(model=SimpleNamespace())) is None
+
+
+def test_the_set_table_gives_each_methods_mean_and_worst_scene(tmp_path):
+    psnrs = {"inr-hashgrid": {"unbounded": 24.0, "room": 30.0, "beer (real)": 21.0}, "nerfacto": {"room": 20.0}}
+    for label, scenes in psnrs.items():
+        for scene, psnr in scenes.items():
+            folder = tmp_path / label / bench_nerf_set.slug(scene) / label
+            folder.mkdir(parents=True)
+            (folder / "results.json").write_text(json.dumps(
+                {"psnr": psnr, "ssim": 0.8, "iterations": 10, "render_rays_per_s": 5.0, "render_cost": None}))
+    lines = bench_nerf_set.table(tmp_path).splitlines()
+    assert "inr-hashgrid" in lines[0] and lines[0].index("inr-hashgrid") < lines[0].index("nerfacto")
+    room = next(line for line in lines if line.startswith("| room |"))
+    assert "30.00 /" in room and "20.00 /" in room
+    mean = next(line for line in lines if line.startswith("| mean"))
+    assert f"**{statistics.fmean([24.0, 30.0, 21.0]):.2f}** over 3" in mean and "**20.00** over 1" in mean
+    worst = next(line for line in lines if line.startswith("| worst"))
+    assert "**21.00** over 3" in worst
