@@ -59,6 +59,17 @@ def accumulate(values: torch.Tensor, ray_indices: torch.Tensor, n_rays: int) -> 
     return values.new_zeros(n_rays, values.shape[-1]).index_add_(0, ray_indices, values)
 
 
+def composite(sigmas: torch.Tensor, colours: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor,
+              ray_indices: torch.Tensor, n_rays: int) -> tuple[torch.Tensor, ...]:
+    """Packed samples (sigmas, starts, ends [M], colours [M, C]) -> (weights [M], colour [n_rays, C], opacity
+    [n_rays, 1], weighted depth [n_rays, 1]: the sum of weight * interval midpoint, not divided by the opacity)."""
+    weights, _ = render_weights(sigmas, ends - starts, ray_indices, n_rays)
+    per_sample = torch.cat([colours, torch.ones_like(starts)[:, None], ((starts + ends) / 2)[:, None]], -1)
+    colour, opacity, depth = accumulate(weights[:, None] * per_sample, ray_indices, n_rays).split(
+        [colours.shape[-1], 1, 1], -1)  # one pass over the samples
+    return weights, colour, opacity, depth
+
+
 def distortion(weights: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, ray_indices: torch.Tensor,
                n_rays: int) -> torch.Tensor:
     """mip-NeRF 360's distortion loss (Barron et al. 2022, eq. 15) per ray: weights, starts, ends [M] (the

@@ -30,6 +30,13 @@ def image_metrics_and_images(outputs: Dict[str, torch.Tensor], image: torch.Tens
     return metrics, images
 
 
+def over_background(image: torch.Tensor, background: torch.Tensor) -> torch.Tensor:
+    """Ground truth [..., 3 | 4] -> [..., 3]: RGBA composited over ``background`` [3], RGB as it is."""
+    if image.shape[-1] == 4:
+        return image[..., :3] * image[..., 3:] + background * (1 - image[..., 3:])
+    return image[..., :3]
+
+
 def lpips_if_weights_on_disk() -> Optional[nn.Module]:
     """torchmetrics' LPIPS (AlexNet) when torchvision's AlexNet weights are already in torch's hub cache, else
     None: building it would download them."""

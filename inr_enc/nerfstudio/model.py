@@ -33,15 +33,16 @@ from tyro.conf import Suppress
 
 from ..config.backends import BACKENDS
 from ..nerf.space import frame_world_box
-from ..nerf.volume_rendering import accumulate, distortion, render_weights
+from ..nerf.volume_rendering import composite, distortion
 from ..ops.ranks import mean_over_ranks
 from ..ops.schedules import set_training_step
 from ..optim import grid_tables
 from ..optim.losses import elementwise_loss
 from ..version import __version__
-from .evaluation import image_metrics_and_images, lpips_if_weights_on_disk
+from .evaluation import image_metrics_and_images, lpips_if_weights_on_disk, over_background
 from .field import EncodedRadianceField
-from .sampling import build_grid, crop_limits, packed_ray_samples
+from .proposal import ProposalSampling
+from .sampling import build_grid, crop_limits, packed_ray_samples, ray_limits
 from .settings import AutoCameraOptimizerConfig, check_model_settings, command_line_errors, saved_before_tcnn_networks
 from .weight_average import average_field_weights
 
@@ -113,6 +114,12 @@ class InrNerfModelConfig(ModelConfig):
     distortion_loss_mult: float = 0.0
     """Weight of mip-NeRF 360's distortion loss (each ray's weights pulled into one short stretch, in the grid's
     normalised distance); nerfacto: 0.002."""
+    sampler: Literal["occupancy", "proposal"] = "occupancy"
+    """"occupancy": Instant-NGP's occupancy grid with early ray termination; "proposal": mip-NeRF 360's proposal
+    sampling (nerfacto's; proposal.py): ``proposal_samples`` per ray on each level (nerfacto: 256, 96), then
+    ``proposal_samples_per_ray`` (nerfacto: 48) for the field."""
+    proposal_samples: Tuple[int, ...] = (256, 96)
+    proposal_samples_per_ray: int = 48
     scene_contraction: Literal["auto", "none", "l2", "linf"] = "auto"
     """Unbounded scenes: space beyond the scene box contracted (mip-NeRF 360; "linf" is nerfacto's cube), sampled
     with cone-angle steps, the sky learnt as far density. "auto": "none" for blender-data and dnerf-data, "linf" for
@@ -171,32 +178,36 @@ class InrNerfModel(Model):
         self.step_size = cfg.render_step_size if cfg.render_step_size is not None else diagonal / 512
         self.occupancy = build_grid(aabb, contraction, cfg.grid_resolution, cfg.occupancy_threshold,
                                     cfg.grid_warmup_steps, self.step_size)
+        self.proposal = None if cfg.sampler == "occupancy" else ProposalSampling(
+            aabb, contraction, cfg.backend, cfg.proposal_samples, cfg.proposal_samples_per_ray)
         self.register_buffer("background", torch.full((3,), 1.0 if cfg.background_color == "white" else 0.0))
         self.extra_metrics = {"lpips": lpips_if_weights_on_disk()}  # a plain dict: not part of the state dict
 
     def get_param_groups(self) -> Dict[str, List[nn.Parameter]]:
         """"grids": the grid tables (tcnn's lazy Adam in our method configs), "fields": the field's other parameters
-        (the appearance embedding too), "camera_opt": the pose adjustments while pose refinement is on."""
-        tables = grid_tables(self.field)
-        rest = [p for p in self.field.parameters() if all(p is not t for t in tables)]
+        (the appearance embedding too), the proposal fields' likewise, "camera_opt": the pose adjustments while
+        pose refinement is on."""
+        fields = nn.ModuleList([self.field, *([] if self.proposal is None else [self.proposal])])
+        tables = grid_tables(fields)
+        rest = [p for p in fields.parameters() if all(p is not t for t in tables)]
         groups = {name: params for name, params in (("fields", rest), ("grids", tables)) if params}
         self.camera_optimizer.get_param_groups(param_groups=groups)
         return groups
 
     def get_training_callbacks(self, training_callback_attributes: TrainingCallbackAttributes
                                ) -> List[TrainingCallback]:
-        def update(step: int) -> None:
-            self.occupancy.update(step, self.field.density_fn)
-
-        def set_step(step: int) -> None:  # coarse-to-fine encoders (Progressive) follow the training step
-            set_training_step(self.field, step)
-
         before = [TrainingCallbackLocation.BEFORE_TRAIN_ITERATION]
-        callbacks = [TrainingCallback(before, set_step, update_every_num_iters=1),
-                     TrainingCallback(before, update, update_every_num_iters=self.config.grid_update_every)]
+        after = [TrainingCallbackLocation.AFTER_TRAIN_ITERATION]
+        # coarse-to-fine encoders (Progressive) follow the training step
+        callbacks = [TrainingCallback(before, self.update_to_step, update_every_num_iters=1)]
+        if self.proposal is None:
+            callbacks.append(TrainingCallback(before, lambda step: self.occupancy.update(step, self.field.density_fn),
+                                              update_every_num_iters=self.config.grid_update_every))
+        else:  # nerfacto's: anneal before each step, count the step after it
+            callbacks += [TrainingCallback(before, self.proposal.anneal, update_every_num_iters=1),
+                          TrainingCallback(after, self.proposal.sampler.step_cb, update_every_num_iters=1)]
         if self.weight_average is not None:  # after each optimiser step
-            callbacks.append(TrainingCallback([TrainingCallbackLocation.AFTER_TRAIN_ITERATION],
-                                              lambda step: self.weight_average.update()))
+            callbacks.append(TrainingCallback(after, lambda step: self.weight_average.update()))
         return callbacks
 
     def update_to_step(self, step: int) -> None:
@@ -213,12 +224,15 @@ class InrNerfModel(Model):
         # rendering: the field's density pass in the sampler also gives the kept samples' density and geometry
         # features (no autograd needed), so only the colour branch runs again; cone-traced fields render with
         # each sample's frustum, which the sampler's point densities do not have
-        reuse = not self.training and not self.field.cone_traced
+        reuse = not self.training and not self.field.cone_traced and self.proposal is None
         with record_function("inr_nerf.sample"):
-            ray_indices, starts, ends, *kept = self.occupancy.sample(
-                origins, directions, self.field.density_and_features if reuse else self.field.density_fn,
-                early_stop_eps=self.config.early_stop_eps, alpha_threshold=alpha_threshold, jitter=self.training,
-                clip=crop_limits(ray_bundle), features=reuse)
+            if self.proposal is not None:
+                ray_indices, starts, ends = self.proposal.sample(ray_limits(ray_bundle, self.occupancy))
+            else:
+                ray_indices, starts, ends, *kept = self.occupancy.sample(
+                    origins, directions, self.field.density_and_features if reuse else self.field.density_fn,
+                    early_stop_eps=self.config.early_stop_eps, alpha_threshold=alpha_threshold,
+                    jitter=self.training, clip=crop_limits(ray_bundle), features=reuse)
         samples = packed_ray_samples(ray_bundle, ray_indices, starts, ends)
         with record_function("inr_nerf.field"):
             if reuse:
@@ -228,17 +242,16 @@ class InrNerfModel(Model):
             else:
                 field_outputs = self.field(samples)
         with record_function("inr_nerf.composite"):
-            weights, _ = render_weights(field_outputs[FieldHeadNames.DENSITY].reshape(-1), ends - starts,
-                                        ray_indices, n)
-            per_sample = torch.cat([field_outputs[FieldHeadNames.RGB], torch.ones_like(starts)[:, None],
-                                    ((starts + ends) / 2)[:, None]], -1)  # colour, 1, t: one pass over the samples
-            rgb, opacity, depth = accumulate(weights[:, None] * per_sample, ray_indices, n).split([3, 1, 1], -1)
+            weights, rgb, opacity, depth = composite(field_outputs[FieldHeadNames.DENSITY].reshape(-1),
+                                                     field_outputs[FieldHeadNames.RGB], starts, ends, ray_indices, n)
         background = renderers.BACKGROUND_COLOR_OVERRIDE  # set by the viewer around crop renders
         background = self.background if background is None else background.to(rgb)
-        extra = {}
-        if self.training and self.config.distortion_loss_mult > 0:
-            s_starts, s_ends = self.occupancy.normalized_distance(torch.stack([starts, ends]))  # one steps() call
-            extra["distortion"] = distortion(weights, s_starts, s_ends, ray_indices, n)
+        extra, with_distortion = {}, self.training and self.config.distortion_loss_mult > 0
+        if self.training and self.proposal is not None:
+            extra = self.proposal.losses(weights, n, with_distortion)
+        elif with_distortion:  # in the grid's normalised distance
+            extra["distortion"] = distortion(weights, *self.occupancy.normalized_distance(torch.stack([starts, ends])),
+                                             ray_indices, n)
         return {**extra,
             "rgb": rgb + (1 - opacity) * background,
             "accumulation": opacity,
@@ -251,11 +264,7 @@ class InrNerfModel(Model):
         return torch.cat([outputs[output_name], outputs[output_name.replace("rgb", "accumulation")]], dim=-1)
 
     def _target_image(self, image: torch.Tensor) -> torch.Tensor:
-        """Ground truth [..., 3 | 4] on the model's device, RGBA composited over the background."""
-        image = image.to(self.device)
-        if image.shape[-1] == 4:
-            return image[..., :3] * image[..., 3:] + self.background * (1 - image[..., 3:])
-        return image[..., :3]
+        return over_background(image.to(self.device), self.background)
 
     def get_metrics_dict(self, outputs: Dict[str, torch.Tensor], batch: Dict[str, torch.Tensor]
                          ) -> Dict[str, torch.Tensor]:
@@ -277,6 +286,8 @@ class InrNerfModel(Model):
         if self.training:
             if "distortion" in outputs:
                 losses["distortion_loss"] = self.config.distortion_loss_mult * outputs["distortion"].mean()
+            if "interlevel" in outputs:  # the proposal fields' loss (nerfacto's weight: 1)
+                losses["interlevel_loss"] = outputs["interlevel"]
             self.camera_optimizer.get_loss_dict(losses)  # the pose adjustments' L2 penalty
         return losses
 

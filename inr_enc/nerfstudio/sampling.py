@@ -1,11 +1,14 @@
 """The model's occupancy grid and its samples as nerfstudio's: which grid a scene gets (the box's, or one over
 contracted space; both are :class:`..nerf.estimator.OccupancyEstimator`, refreshed and sampled through the same
-calls), the bundle's crop limits, and packed samples as RaySamples."""
+calls), the bundle's crop limits, each ray's near and far for the proposal sampler (the grid's), and packed samples
+as RaySamples."""
 
 from __future__ import annotations
 
 import torch
 from nerfstudio.cameras.rays import Frustums, RayBundle, RaySamples
+from nerfstudio.data.scene_box import SceneBox
+from nerfstudio.model_components.scene_colliders import AABBBoxCollider, NearFarCollider
 
 from ..nerf.contraction import Norm
 from ..nerf.estimator import OccupancyEstimator
@@ -30,6 +33,17 @@ def crop_limits(ray_bundle: RayBundle) -> tuple[torch.Tensor, torch.Tensor] | No
     if ray_bundle.nears is None or ray_bundle.fars is None:
         return None
     return ray_bundle.nears.reshape(-1), ray_bundle.fars.reshape(-1)
+
+
+def ray_limits(ray_bundle: RayBundle, grid: OccupancyEstimator) -> RayBundle:
+    """The bundle with each ray's near and far set where it has none (a crop box's are kept): the stretch the
+    occupancy ``grid`` would march, [grid.near, grid.far] over contracted space, else the ray's entry and exit of
+    the grid's box."""
+    if ray_bundle.nears is not None and ray_bundle.fars is not None:
+        return ray_bundle
+    if isinstance(grid, ContractedOccupancyGrid):
+        return NearFarCollider(grid.near, grid.far)(ray_bundle)
+    return AABBBoxCollider(SceneBox(aabb=grid.aabb))(ray_bundle)
 
 
 def packed_ray_samples(ray_bundle: RayBundle, ray_indices: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor

@@ -163,6 +163,9 @@ def check_model_settings(config: Any) -> None:
               or 0 <= config.train_alpha_threshold < 1,
               "appearance_embedding_dim >= 0": config.appearance_embedding_dim >= 0,
               "distortion_loss_mult >= 0": config.distortion_loss_mult >= 0,
+              "proposal_samples: one or more counts >= 1": len(config.proposal_samples) >= 1
+              and all(count >= 1 for count in config.proposal_samples),
+              "proposal_samples_per_ray >= 1": config.proposal_samples_per_ray >= 1,
               **camera_optimizer_rules(config.camera_optimizer)}
     failed = [rule for rule, ok in checks.items() if not ok]
     if failed:
