@@ -21,6 +21,14 @@ def new_material(name: str, roughness: float) -> tuple[bpy.types.Material, bpy.t
     return mat, bsdf
 
 
+def plain_material(name: str, color: tuple, roughness: float, metallic: float = 0.0) -> bpy.types.Material:
+    """An untextured Principled BSDF: glossy, view-dependent surfaces (a glazed vase, a chrome ball) when smooth."""
+    mat, bsdf = new_material(name, roughness)
+    bsdf.inputs["Base Color"].default_value = (*color, 1.0)
+    bsdf.inputs["Metallic"].default_value = metallic
+    return mat
+
+
 def link(tree: bpy.types.NodeTree, *wires: tuple) -> None:
     """Link each (node, output name, node, input name) of `wires` in `tree`, in order."""
     for src, output, dst, input_ in wires:
@@ -43,17 +51,21 @@ def texture_ramp(tree: bpy.types.NodeTree, texture: str, scale: float, color: tu
 
 
 def textured_material(name: str, color: tuple, color2: tuple, texture: str, scale: float, roughness: float = 0.6,
-                      coords: str = "Object", detail_scale: float = 0.0,
+                      coords: str = "Object", detail_scale: float | tuple[float, ...] = 0.0,
                       tex_inputs: dict | None = None) -> bpy.types.Material:
     """Principled BSDF whose base colour goes from `color` to `color2` with the Fac of a procedural texture
-    (a ShaderNodeTex* node, texture_ramp); with `detail_scale` > 0 a fine noise darkens it a little more, which
-    gives SfM (COLMAP) features on surfaces whose pattern alone repeats or is too smooth."""
+    (a ShaderNodeTex* node, texture_ramp), then is multiplied (factor 0.6) by a colour noise at each scale of
+    `detail_scale` (one or several; 0 for none). That noise gives SfM (COLMAP) features on surfaces whose pattern
+    alone is too smooth, and a coarse one tints the repeats of a periodic pattern (bricks, checkers) so that
+    feature matching can tell them apart."""
     mat, bsdf = new_material(name, roughness)
     tree = mat.node_tree
     tc, out = texture_ramp(tree, texture, scale, color, color2, coords, tex_inputs)
-    if detail_scale > 0:
+    for detail in (detail_scale if isinstance(detail_scale, tuple) else (detail_scale,)):
+        if detail <= 0:
+            continue
         noise, mix = tree.nodes.new("ShaderNodeTexNoise"), tree.nodes.new("ShaderNodeMix")
-        noise.inputs["Scale"].default_value = detail_scale
+        noise.inputs["Scale"].default_value = detail
         noise.inputs["Detail"].default_value = 8.0
         mix.data_type, mix.blend_type = "RGBA", "MULTIPLY"
         mix.inputs["Factor"].default_value = 0.6
@@ -65,7 +77,7 @@ def textured_material(name: str, color: tuple, color2: tuple, texture: str, scal
     return mat
 
 
-def materials(prefix: str, specs: list[tuple], detail_scale: float) -> list[bpy.types.Material]:
+def materials(prefix: str, specs: list[tuple], detail_scale: float | tuple[float, ...]) -> list[bpy.types.Material]:
     """textured_material() for each (color, color2, texture, scale) in `specs`, named prefix0, prefix1, ..."""
     return [textured_material(f"{prefix}{i}", c1, c2, tex, s, detail_scale=detail_scale)
             for i, (c1, c2, tex, s) in enumerate(specs)]
@@ -136,6 +148,21 @@ def add(op, mat: bpy.types.Material, smooth: bool = False, **kwargs) -> bpy.type
     obj.data.materials.append(mat)
     if smooth:
         bpy.ops.object.shade_smooth()
+    return obj
+
+
+def box(mat: bpy.types.Material, dims: tuple, location: tuple, rotation: tuple = (0.0, 0.0, 0.0)) -> bpy.types.Object:
+    """A box of size `dims` (x, y, z before `rotation`, an Euler in radians) centred at `location`, its scale
+    applied, so that its Object texture coordinates are in scene units (a texture's scale is per unit)."""
+    return apply_scale(add(bpy.ops.mesh.primitive_cube_add, mat, size=1.0, location=location, rotation=rotation),
+                       dims)
+
+
+def apply_scale(obj: bpy.types.Object, scale: tuple) -> bpy.types.Object:
+    """Scale the just-added (selected) `obj` by `scale` and apply it to the mesh, so that its Object texture
+    coordinates stay in scene units (an object scale would stretch its texture with it)."""
+    obj.scale = scale
+    bpy.ops.object.transform_apply(location=False, rotation=False, scale=True)
     return obj
 
 
