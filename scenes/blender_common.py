@@ -36,31 +36,33 @@ def link(tree: bpy.types.NodeTree, *wires: tuple) -> None:
 
 
 def texture_ramp(tree: bpy.types.NodeTree, texture: str, scale: float, color: tuple, color2: tuple,
-                 coords: str = "Object", tex_inputs: dict | None = None
+                 coords: str = "Object", tex_inputs: dict | None = None, stops: tuple[float, float] = (0.0, 1.0)
                  ) -> tuple[bpy.types.ShaderNode, bpy.types.NodeSocket]:
     """Add a procedural texture (a ShaderNodeTex* type, with the input values `tex_inputs` besides Scale) read at
-    the `coords` texture coordinates, with its Fac (Voronoi: Distance) mapped to a colour ramp from `color` to
-    `color2`; return the TexCoord node and the ramp's Color output."""
+    the `coords` texture coordinates, with its Fac (Voronoi: Distance) mapped to a colour ramp from `color` at
+    stops[0] to `color2` at stops[1] (a noise's Fac stays mostly in 0.3 to 0.7: stops inside that range give it
+    full contrast); return the TexCoord node and the ramp's Color output."""
     tc, tex, ramp = (tree.nodes.new(t) for t in ("ShaderNodeTexCoord", texture, "ShaderNodeValToRGB"))
     tex.inputs["Scale"].default_value = scale
     for name, value in (tex_inputs or {}).items():
         tex.inputs[name].default_value = value
     ramp.color_ramp.elements[0].color, ramp.color_ramp.elements[1].color = (*color, 1.0), (*color2, 1.0)
+    ramp.color_ramp.elements[0].position, ramp.color_ramp.elements[1].position = stops
     link(tree, (tc, coords, tex, "Vector"), (tex, "Fac" if "Fac" in tex.outputs else "Distance", ramp, "Fac"))
     return tc, ramp.outputs["Color"]
 
 
 def textured_material(name: str, color: tuple, color2: tuple, texture: str, scale: float, roughness: float = 0.6,
                       coords: str = "Object", detail_scale: float | tuple[float, ...] = 0.0,
-                      tex_inputs: dict | None = None) -> bpy.types.Material:
-    """Principled BSDF whose base colour goes from `color` to `color2` with the Fac of a procedural texture
-    (a ShaderNodeTex* node, texture_ramp), then is multiplied (factor 0.6) by a colour noise at each scale of
-    `detail_scale` (one or several; 0 for none). That noise gives SfM (COLMAP) features on surfaces whose pattern
-    alone is too smooth, and a coarse one tints the repeats of a periodic pattern (bricks, checkers) so that
-    feature matching can tell them apart."""
+                      tex_inputs: dict | None = None, stops: tuple[float, float] = (0.0, 1.0)) -> bpy.types.Material:
+    """Principled BSDF whose base colour goes from `color` to `color2` with the Fac of a procedural texture (a
+    ShaderNodeTex* node; texture_ramp with `tex_inputs` and `stops`), then is multiplied (factor 0.6) by a colour
+    noise at each scale of `detail_scale` (one or several; 0 for none). That noise gives SfM (COLMAP) features on
+    surfaces whose pattern alone is too smooth, and a coarse one tints the repeats of a periodic pattern (bricks,
+    checkers) so that feature matching can tell them apart."""
     mat, bsdf = new_material(name, roughness)
     tree = mat.node_tree
-    tc, out = texture_ramp(tree, texture, scale, color, color2, coords, tex_inputs)
+    tc, out = texture_ramp(tree, texture, scale, color, color2, coords, tex_inputs, stops)
     for detail in (detail_scale if isinstance(detail_scale, tuple) else (detail_scale,)):
         if detail <= 0:
             continue
