@@ -1,10 +1,10 @@
-"""Estimate the poses of the rendered unbounded scene with COLMAP (the pycolmap wheel) and write them in the
-nerfstudio-data format: the variant of data/scenes/unbounded whose poses come from SfM, as with `ns-process-data`.
+"""Estimate the poses of a rendered scene (render_scene.py) with COLMAP (the pycolmap wheel) and write them in the
+nerfstudio-data format: the variant of data/scenes/SCENE whose poses come from SfM, as with `ns-process-data`.
 
-From the repository root, after scenes/render_unbounded.py:
+From the repository root, after scenes/render_scene.py:
 
     /tmp/bpy-venv/bin/pip install pycolmap numpy      # tested with pycolmap 4.2.1 (any venv will do)
-    /tmp/bpy-venv/bin/python scenes/colmap_unbounded.py --images data/scenes/unbounded \
+    /tmp/bpy-venv/bin/python scenes/colmap_scene.py --images data/scenes/unbounded \
         --out data/scenes/unbounded-colmap
 
 Steps, as `ns-process-data images` runs them (nerfstudio/process_data/colmap_utils.py): SIFT feature extraction
@@ -24,10 +24,11 @@ Output:
     OUT/sparse_pc.ply    the sparse points (ASCII: x y z red green blue), in the same world frame as the poses
     OUT/images, OUT/images_2  relative symbolic links to IMAGES/images and IMAGES/images_2 (no copies), so that
                               `--downscale-factor 2` (which reads OUT/images_2/NAME) works too
---verbose shows COLMAP's log; --work DIR keeps COLMAP's database and sparse model (default: a temporary folder,
-deleted at the end).
+--out defaults to IMAGES-colmap. --verbose shows COLMAP's log; --work DIR keeps COLMAP's database and sparse model
+(default: a temporary folder, deleted at the end).
 If IMAGES/transforms.json has the rendered (true) poses, the COLMAP camera centres are aligned to them with a
-similarity transform (Umeyama) and the residual position error is printed.
+similarity transform (Umeyama) and the residual position error is printed, next to the spread of the rendered
+centres (their RMS distance from their mean: about the orbit radius for an orbit) for scale.
 """
 from __future__ import annotations
 
@@ -43,14 +44,16 @@ from scene_files import scratch_folder, staged_folder, write_transforms
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python scenes/colmap_unbounded.py")
+    p = argparse.ArgumentParser(prog="python scenes/colmap_scene.py")
     p.add_argument("--images", default="data/scenes/unbounded", help="dataset with images/ (and images_2/)")
-    p.add_argument("--out", default="data/scenes/unbounded-colmap", help="output dataset directory")
+    p.add_argument("--out", default=None, help="output dataset directory (default: IMAGES-colmap)")
     p.add_argument("--work", default=None, help="keep COLMAP's database and model here")
     p.add_argument("--camera-model", default="OPENCV", help="COLMAP camera model (one camera for all views)")
     p.add_argument("--seed", type=int, default=0, help="random seed for the mapper")
     p.add_argument("--verbose", action="store_true", help="show COLMAP's INFO log (by default warnings and up)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.out = args.out or args.images.rstrip("/") + "-colmap"
+    return args
 
 
 def umeyama(src: np.ndarray, dst: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -95,7 +98,7 @@ def main() -> None:
     if not args.verbose:
         pycolmap.logging.minloglevel = 1  # glog: 0 INFO, 1 WARNING
     t0 = time.perf_counter()
-    with scratch_folder(args.work, "colmap_unbounded.") as work:  # a temporary folder unless --work
+    with scratch_folder(args.work, "colmap_scene.") as work:  # a temporary folder unless --work
         db = os.path.join(work, "database.db")
         if os.path.exists(db):
             os.remove(db)
@@ -113,9 +116,9 @@ def main() -> None:
         models = pycolmap.incremental_mapping(db, image_dir, sparse, opts)
         t3 = time.perf_counter()
         if not models:
-            raise SystemExit("colmap_unbounded: COLMAP reconstructed nothing")
+            raise SystemExit("colmap_scene: COLMAP reconstructed nothing")
         rec = max(models.values(), key=lambda r: r.num_reg_images())
-        print(f"colmap_unbounded: times: features {t1 - t0:.1f}s, matching {t2 - t1:.1f}s, mapping {t3 - t2:.1f}s;"
+        print(f"colmap_scene: times: features {t1 - t0:.1f}s, matching {t2 - t1:.1f}s, mapping {t3 - t2:.1f}s;"
               f" {len(models)} model(s), the largest registers {rec.num_reg_images()} of {len(names)} images,"
               f" {rec.num_points3D()} points", flush=True)
         print(rec.summary())
@@ -156,7 +159,7 @@ def main() -> None:
                 if os.path.isdir(os.path.join(src, sub)):
                     os.symlink(os.path.relpath(os.path.join(src, sub), out), os.path.join(staging, sub))
         missing = [n for n in names if n not in centres]
-        print(f"colmap_unbounded: wrote {out}: {len(frames)} of {len(names)} views registered;"
+        print(f"colmap_scene: wrote {out}: {len(frames)} of {len(names)} views registered;"
               f" not registered: {missing or 'none'}", flush=True)
 
         truth_path = os.path.join(src, "transforms.json")
@@ -168,9 +171,11 @@ def main() -> None:
             a, b = np.array([centres[n] for n in common]), np.array([truth[n] for n in common])
             s, r, t = umeyama(a, b)
             err = np.linalg.norm((s * (r @ a.T)).T + t - b, axis=1)
-            print(f"colmap_unbounded: camera centres vs the rendered poses after a similarity alignment: "
-                  f"mean error {err.mean():.4f}, max {err.max():.4f} scene units (orbit radius ~3.6)", flush=True)
-    print(f"colmap_unbounded: done in {time.perf_counter() - t0:.1f}s", flush=True)
+            spread = np.sqrt(((b - b.mean(0)) ** 2).sum(1).mean())
+            print(f"colmap_scene: camera centres vs the rendered poses after a similarity alignment: "
+                  f"mean error {err.mean():.4f}, max {err.max():.4f} scene units (the rendered centres' RMS"
+                  f" distance from their mean: {spread:.3f})", flush=True)
+    print(f"colmap_scene: done in {time.perf_counter() - t0:.1f}s", flush=True)
 
 
 if __name__ == "__main__":
