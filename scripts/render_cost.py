@@ -20,10 +20,11 @@ import torch
 
 
 class CallTimer:
-    """Wraps a bound method on one instance: total seconds and rows of its first argument over all calls."""
+    """Wraps a bound method on one instance: total seconds over all calls, and ``count_rows(first argument)``
+    summed over them."""
 
-    def __init__(self, owner: Any, name: str) -> None:
-        self.owner, self.name, self.method = owner, name, getattr(owner, name)
+    def __init__(self, owner: Any, name: str, count_rows: Callable[[Any], int]) -> None:
+        self.owner, self.name, self.method, self.count_rows = owner, name, getattr(owner, name), count_rows
         self.seconds, self.rows = 0.0, 0
 
     def __enter__(self) -> CallTimer:
@@ -31,7 +32,7 @@ class CallTimer:
             start = time.perf_counter()
             out = self.method(x, *args, **kwargs)
             self.seconds += time.perf_counter() - start
-            self.rows += int(x.shape[:-1].numel()) if self.name == "_density" else len_of_samples(x)
+            self.rows += self.count_rows(x)
             return out
 
         setattr(self.owner, self.name, timed)  # an instance attribute: self._density(...) inside the field finds it
@@ -41,7 +42,11 @@ class CallTimer:
         delattr(self.owner, self.name)
 
 
-def len_of_samples(ray_samples: Any) -> int:
+def points(x: torch.Tensor) -> int:  # _density's positions [..., 3]
+    return int(x.shape[:-1].numel())
+
+
+def samples(ray_samples: Any) -> int:  # get_outputs' RaySamples [...]
     return int(ray_samples.frustums.starts.shape[:-1].numel())
 
 
@@ -54,11 +59,14 @@ def render_cost(pipeline: Any, n_views: int = 4) -> dict[str, float] | None:
     n_views = min(n_views, len(cameras))
     pipeline.eval()
     rays, total = 0, 0.0
-    with CallTimer(field, "_density") as density, CallTimer(field, "get_outputs") as colour, torch.no_grad():
+    with CallTimer(field, "_density", points) as density, CallTimer(field, "get_outputs", samples) as colour, \
+            torch.no_grad():
         for i in range(n_views):
             camera = cameras[i : i + 1]
             rays += int(camera.width.item() * camera.height.item())
-            total += timed(lambda camera=camera: pipeline.model.get_outputs_for_camera(camera))
+            start = time.perf_counter()
+            pipeline.model.get_outputs_for_camera(camera)
+            total += time.perf_counter() - start
     field_s = density.seconds + colour.seconds
     return {"views": n_views, "render_s": round(total, 3), "field_density_s": round(density.seconds, 3),
             "field_colour_s": round(colour.seconds, 3), "field_share": round(field_s / total, 4),
@@ -66,9 +74,3 @@ def render_cost(pipeline: Any, n_views: int = 4) -> dict[str, float] | None:
             "field_points_per_ray": round((density.rows + colour.rows) / rays, 2),
             "density_points_per_ray": round(density.rows / rays, 2),
             "kept_samples_per_ray": round(colour.rows / rays, 2)}
-
-
-def timed(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
