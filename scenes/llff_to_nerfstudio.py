@@ -50,6 +50,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def open_image(folder: str, name: str) -> Image.Image:
+    """The image decoded as RGB; a file Pillow cannot read stops the script with one line."""
+    try:
+        with Image.open(os.path.join(folder, name)) as image:
+            return image.convert("RGB")
+    except OSError as error:  # Pillow's UnidentifiedImageError and truncated files are OSErrors
+        fail(f"{os.path.join(folder, name)}: not a readable image ({error})")
+
+
 def llff_poses(poses_bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """OpenGL camera-to-world matrices [N, 4, 4] and (height, width, focal) [N, 3] from an LLFF array [N, 17]."""
     if poses_bounds.ndim != 2 or poses_bounds.shape[1] != 17:
@@ -83,9 +92,11 @@ def main() -> None:
     if len(names) != len(c2w):
         fail(f"{len(names)} images in {image_dir} but {len(c2w)} poses in {pb_path}; LLFF writes one pose per "
              "registered image, so remove the images COLMAP did not register")
+    if not (np.isfinite(c2w).all() and np.isfinite(hwf).all() and (hwf > 0).all()):
+        fail(f"{pb_path}: poses and (height, width, focal) must be finite, and the latter positive")
     if not np.allclose(hwf, hwf[0]):
         fail("the images have different intrinsics; one shared camera is expected")
-    first = Image.open(os.path.join(image_dir, names[0]))
+    first = open_image(image_dir, names[0])
     if (first.height, first.width) != (round(hwf[0, 0]), round(hwf[0, 1])):
         print(f"llff_to_nerfstudio: note: images are {first.width}x{first.height}, poses_bounds says "
               f"{hwf[0, 1]:.0f}x{hwf[0, 0]:.0f}; intrinsics scaled to the files", flush=True)
@@ -97,7 +108,7 @@ def main() -> None:
         for sub in ("images", "images_2"):
             os.makedirs(os.path.join(staging, sub))
         for i, name in enumerate(names):
-            image = Image.open(os.path.join(image_dir, name)).convert("RGB")
+            image = open_image(image_dir, name)
             if image.size != first.size:
                 fail(f"{name} is {image.size[0]}x{image.size[1]}, the first image {first.width}x{first.height}")
             stem = f"frame_{i + 1:05d}.jpg"

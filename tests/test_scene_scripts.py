@@ -85,3 +85,16 @@ def test_a_pose_count_mismatch_is_one_line_and_writes_nothing(tmp_path):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "2 images" in done.stderr and "1 poses" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_damaged_image_or_a_zero_focal_length_is_one_line_and_writes_nothing(tmp_path):
+    make_capture(tmp_path / "cap", [LOOKING_ALONG_Y, LOOKING_ALONG_Y], ["a.png", "b.png"])
+    (tmp_path / "cap" / "images" / "b.png").write_bytes((tmp_path / "cap" / "images" / "a.png").read_bytes()[:60])
+    done = run_script(tmp_path / "cap", "--out", tmp_path / "out")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "b.png: not a readable image" in done.stderr
+    zero_focal = LOOKING_ALONG_Y.copy()
+    zero_focal[14] = 0.0  # the third row's fifth column: the focal length
+    make_capture(tmp_path / "cap2", [zero_focal], ["a.png"])
+    done = run_script(tmp_path / "cap2", "--out", tmp_path / "out")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "positive" in done.stderr
+    assert not (tmp_path / "out").exists()
