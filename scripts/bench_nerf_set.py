@@ -4,21 +4,28 @@ The set (issue 28): scenes of different character, so that a default is chosen o
 Each synthetic scene is there twice, with its rendered (true) poses and with COLMAP's; the real captures are phone
 videos posed by COLMAP (scenes/README.md says where each comes from and how to make it).
 
-    # one method, every scene (a fresh process per scene; scenes with a results.json are kept unless --force):
-    .venv-test/bin/python scripts/bench_nerf_set.py run inr-hashgrid --budget 300 --out out/nerf-set [-- ns-train args]
-    # the table of every method found under OUT (per scene PSNR, then mean and worst), as Markdown:
-    .venv-test/bin/python scripts/bench_nerf_set.py table --out out/nerf-set
+    # one method, every scene (a fresh process per scene; scenes already in RESULTS are kept unless --force):
+    .venv-test/bin/python scripts/bench_nerf_set.py run inr-hashgrid --budget 300 [--label L] [-- ns-train args]
+    # nerfacto, as docs/nerf.md measures it:
+    .venv-test/bin/python scripts/bench_nerf_set.py run nerfacto --budget 300 --rays-per-batch 1024
+    # the table of every method in RESULTS (per scene PSNR, then mean and worst), as Markdown:
+    .venv-test/bin/python scripts/bench_nerf_set.py table
 
-OUT/<label>/<scene>/<method>/results.json holds each run (label: the method, or --label for a variant).
+Each run's results.json is kept in RESULTS/<label>/<scene>.json (default docs/nerf-set/, committed, so that a peer
+measured once is not measured again; label: the method, or --label for a variant); its checkpoints stay under OUT
+(default out/nerf-set/, git-ignored).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from inr_enc.io import write_text_atomically
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENE_SET = {  # name -> folder, relative to the repository root
@@ -43,26 +50,29 @@ def run(args: argparse.Namespace, extra: list[str]) -> None:
         sys.exit(f"bench_nerf_set.py: no scenes selected, or missing scene folders: {', '.join(missing)} "
                  "(scenes/README.md makes them)")
     for scene, folder in selected.items():
-        out = args.out / label / slug(scene)
-        if (out / args.method / "results.json").exists() and not args.force:
-            print(f"bench_nerf_set.py: {scene}: kept {out / args.method / 'results.json'}", flush=True)
+        out, kept = args.out.resolve() / label / slug(scene), args.results / label / f"{slug(scene)}.json"
+        if kept.exists() and not args.force:
+            print(f"bench_nerf_set.py: {scene}: kept {kept}", flush=True)
             continue
-        command = [sys.executable, str(ROOT / "scripts" / "bench_nerf.py"), args.method, "--data", str(ROOT / folder),
-                   "--budget", str(args.budget), "--out", str(out), *(["--", *extra] if extra else [])]
+        batch = ["--rays-per-batch", str(args.rays_per_batch)] if args.rays_per_batch else []
+        command = [sys.executable, "scripts/bench_nerf.py", args.method, "--data", folder, "--budget",
+                   str(args.budget), "--out", str(out), *batch, *(["--", *extra] if extra else [])]
         print(f"bench_nerf_set.py: {scene}: {' '.join(command)}", flush=True)
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
         if done.returncode:
             sys.exit(f"bench_nerf_set.py: {scene} failed:\n{done.stderr[-3000:]}")
-    print(table(args.out))
+        measured = json.loads((out / args.method / "results.json").read_text())
+        measured["set_command"] = shlex.join(["scripts/bench_nerf_set.py", *sys.argv[1:]])
+        write_text_atomically(kept, json.dumps(measured, indent=2) + "\n")
+    print(table(args.results))
 
 
-def results(out: Path) -> dict[str, dict[str, dict]]:
-    """label -> scene -> results.json, for every run under out."""
+def results(kept: Path) -> dict[str, dict[str, dict]]:
+    """label -> scene -> the results.json kept for it under `kept`."""
     found: dict[str, dict[str, dict]] = {}
     for scene in SCENE_SET:
-        for path in sorted(out.glob(f"*/{slug(scene)}/*/results.json")):
-            label = path.parents[2].name
-            found.setdefault(label, {})[scene] = json.loads(path.read_text())
+        for path in sorted(kept.glob(f"*/{slug(scene)}.json")):
+            found.setdefault(path.parent.name, {})[scene] = json.loads(path.read_text())
     return found
 
 
@@ -70,10 +80,10 @@ def fmt(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
 
-def table(out: Path) -> str:
+def table(kept: Path) -> str:
     """Markdown: one row per scene, per method PSNR / SSIM / iterations / render rays/s / field share; then the
     mean and the worst scene (lowest PSNR) of each method over the scenes it has."""
-    found = results(out)
+    found = results(kept)
     labels = sorted(found, key=lambda label: (label == "nerfacto", label))
     head = "| scene | " + " | ".join(f"{label}: PSNR / SSIM / iters / render rays/s / field share" for label in labels)
     lines = [head + " |", "|---" * (len(labels) + 1) + "|"]
@@ -104,13 +114,15 @@ def main(argv: list[str]) -> None:
     run_parser.add_argument("--label", help="folder name for this variant (default: the method)")
     run_parser.add_argument("--scenes", nargs="+", help="only these scenes (names of SCENE_SET)")
     run_parser.add_argument("--force", action="store_true", help="rerun scenes that already have results")
-    for p in (run_parser, sub.add_parser("table", help="print the Markdown table of every run under --out")):
-        p.add_argument("--out", type=Path, default=Path("out/nerf-set"))
+    run_parser.add_argument("--rays-per-batch", type=int, help="passed to bench_nerf.py (nerfacto: 1024)")
+    run_parser.add_argument("--out", type=Path, default=Path("out/nerf-set"), help="checkpoints and run folders")
+    for p in (run_parser, sub.add_parser("table", help="print the Markdown table of every method in --results")):
+        p.add_argument("--results", type=Path, default=ROOT / "docs" / "nerf-set", help="kept results.json files")
     args = parser.parse_args(argv[:split])
     if args.command == "run":
         run(args, argv[split + 1 :])
     else:
-        print(table(args.out))
+        print(table(args.results))
 
 
 if __name__ == "__main__":

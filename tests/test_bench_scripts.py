@@ -51,9 +51,8 @@ def test_the_set_table_gives_each_methods_mean_and_worst_scene(tmp_path):
     psnrs = {"inr-hashgrid": {"unbounded": 24.0, "room": 30.0, "beer (real)": 21.0}, "nerfacto": {"room": 20.0}}
     for label, scenes in psnrs.items():
         for scene, psnr in scenes.items():
-            folder = tmp_path / label / bench_nerf_set.slug(scene) / label
-            folder.mkdir(parents=True)
-            (folder / "results.json").write_text(json.dumps(
+            (tmp_path / label).mkdir(exist_ok=True)
+            (tmp_path / label / f"{bench_nerf_set.slug(scene)}.json").write_text(json.dumps(
                 {"psnr": psnr, "ssim": 0.8, "iterations": 10, "render_rays_per_s": 5.0, "render_cost": None}))
     lines = bench_nerf_set.table(tmp_path).splitlines()
     assert "inr-hashgrid" in lines[0] and lines[0].index("inr-hashgrid") < lines[0].index("nerfacto")
