@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> None:
         if kept.exists() and not args.force:
             print(f"bench_nerf_set.py: {scene}: kept {kept}", flush=True)
             continue
-        batch = ["--rays-per-batch", str(args.rays_per_batch)] if args.rays_per_batch else []
+        batch = [] if args.rays_per_batch is None else ["--rays-per-batch", str(args.rays_per_batch)]
         command = [sys.executable, "scripts/bench_nerf.py", args.method, "--data", folder, "--budget",
                    str(args.budget), "--out", str(out), *batch, *(["--", *extra] if extra else [])]
         print(f"bench_nerf_set.py: {scene}: {' '.join(command)}", flush=True)
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> None:
         if done.returncode:
             sys.exit(f"bench_nerf_set.py: {scene} failed:\n{done.stderr[-3000:]}")
         measured = json.loads((out / args.method / "results.json").read_text())
-        measured["set_command"] = shlex.join(["scripts/bench_nerf_set.py", *sys.argv[1:]])
+        measured["set_command"] = shlex.join(["scripts/bench_nerf_set.py", *args.argv])
         write_text_atomically(kept, json.dumps(measured, indent=2) + "\n")
     print(table(args.results))
 
@@ -119,6 +119,7 @@ def main(argv: list[str]) -> None:
     for p in (run_parser, sub.add_parser("table", help="print the Markdown table of every method in --results")):
         p.add_argument("--results", type=Path, default=ROOT / "docs" / "nerf-set", help="kept results.json files")
     args = parser.parse_args(argv[:split])
+    args.argv = argv  # the command a kept result records
     if args.command == "run":
         run(args, argv[split + 1 :])
     else:

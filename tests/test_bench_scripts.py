@@ -62,3 +62,27 @@ def test_the_set_table_gives_each_methods_mean_and_worst_scene(tmp_path):
     assert f"**{statistics.fmean([24.0, 30.0, 21.0]):.2f}** over 3" in mean and "**20.00** over 1" in mean
     worst = next(line for line in lines if line.startswith("| worst"))
     assert "**21.00** over 3" in worst
+
+
+def test_a_set_run_keeps_each_scenes_results_and_skips_kept_scenes(tmp_path, monkeypatch):
+    commands = []
+
+    def fake_bench(command, **kwargs):  # bench_nerf.py's output: OUT/METHOD/results.json
+        commands.append(command)
+        out = Path(command[command.index("--out") + 1])
+        (out / "nerfacto").mkdir(parents=True, exist_ok=True)
+        (out / "nerfacto" / "results.json").write_text(json.dumps({"psnr": 20.0 + len(commands), "ssim": 0.5,
+                                                                   "iterations": 3, "render_rays_per_s": 1.0}))
+        return SimpleNamespace(returncode=0, stderr="")
+
+    monkeypatch.setattr(bench_nerf_set.subprocess, "run", fake_bench)
+    argv = ["run", "nerfacto", "--scenes", "room", "unbounded", "--rays-per-batch", "1024",
+            "--out", str(tmp_path / "out"), "--results", str(tmp_path / "kept")]
+    bench_nerf_set.main(argv)
+    assert len(commands) == 2 and all(c[c.index("--rays-per-batch") + 1] == "1024" for c in commands)
+    kept = json.loads((tmp_path / "kept" / "nerfacto" / "room.json").read_text())
+    assert kept["psnr"] in (21.0, 22.0) and "--rays-per-batch 1024" in kept["set_command"]
+    bench_nerf_set.main(argv)  # both scenes kept: nothing rerun
+    assert len(commands) == 2
+    bench_nerf_set.main([*argv, "--force"])
+    assert len(commands) == 4
