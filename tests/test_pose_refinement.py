@@ -23,7 +23,7 @@ from nerfstudio.engine.schedulers import ExponentialDecaySchedulerConfig  # noqa
 from inr_enc.nerfstudio import methods  # noqa: E402
 from inr_enc.nerfstudio.methods import hyb_nerf, inr_fourier, inr_hashgrid  # noqa: E402
 from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
-from inr_enc.nerfstudio.settings import camera_optimizer_mode_for  # noqa: E402
+from inr_enc.nerfstudio.scene_defaults import camera_optimizer_mode_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_GRID = {"otype": "HashGrid", "n_levels": 8, "log2_hashmap_size": 14, "base_resolution": 8, "per_level_scale": 1.5}

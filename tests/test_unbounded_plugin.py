@@ -14,7 +14,7 @@ from nerfstudio.data.scene_box import SceneBox  # noqa: E402
 
 from inr_enc.nerfstudio.methods import InrPipelineConfig, hyb_nerf, inr_fourier, inr_hashgrid  # noqa: E402
 from inr_enc.nerfstudio.model import InrNerfModelConfig  # noqa: E402
-from inr_enc.nerfstudio.settings import samples_per_batch_for, scene_contraction_for  # noqa: E402
+from inr_enc.nerfstudio.scene_defaults import samples_per_batch_for, scene_contraction_for  # noqa: E402
 
 SMALL_GRID = {"otype": "HashGrid", "n_levels": 8, "log2_hashmap_size": 14, "base_resolution": 8, "per_level_scale": 1.5}
 
@@ -97,7 +97,8 @@ def test_ns_train_then_ns_eval_on_the_unbounded_capture_beats_the_untrained_mode
                  "--pipeline.target-num-samples", 16384, "nerfstudio-data",
                  "--data", ROOT / "data" / "scenes" / "unbounded-colmap", "--downscale-factor", 2,
                  "--eval-mode", "interval", "--eval-interval", 64)
-    assert "inr_enc: an unbounded scene (linf contraction beyond the scene box)" in " ".join(result.stdout.split())
+    assert ("inr_enc: an unbounded scene (linf contraction beyond the scene box), proposal sampling"
+            in " ".join(result.stdout.split()))  # an orbit: not forward-facing
     trained = tmp_path / "capture" / "inr-hashgrid" / "run"
     checkpoint = torch.load(max((trained / "nerfstudio_models").glob("step-*.ckpt")), weights_only=True)
     poses = [v for k, v in checkpoint["pipeline"].items() if k.endswith("camera_optimizer.pose_adjustment")]

@@ -27,7 +27,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from .model import HASHGRID, InrNerfModelConfig
 from .optimizers import LazyAdamOptimizerConfig, LogLinearDecaySchedulerConfig, tcnn_optimizers
-from .settings import camera_optimizer_mode_for, samples_per_batch_for, scene_contraction_for
+from .scene_defaults import camera_optimizer_mode_for, samples_per_batch_for, sampler_for, scene_contraction_for
 
 MAX_ITERATIONS = 2000
 
@@ -42,15 +42,14 @@ NERF_NETWORK = {"otype": "MLP", "activation": "ReLU", "n_neurons": 128, "n_hidde
 @dataclass
 class InrPipelineConfig(DynamicBatchPipelineConfig):
     """Instant-NGP's batches (rays per batch follow a sample budget). When the pipeline is built (ns-train, ns-eval,
-    ns-render), the model's ``scene_contraction`` and ``camera_optimizer.mode`` "auto" and the pipeline's
-    ``target_num_samples`` 0 are settled from the dataparser in use (settings.py ``scene_contraction_for``,
-    ``camera_optimizer_mode_for``, ``samples_per_batch_for``), so config.yml keeps "auto" and every command settles
-    them the same way (a checkpoint's pose adjustments load into the model that made them); the log says which
-    modes run."""
+    ns-render), the model's ``scene_contraction``, ``sampler`` and ``camera_optimizer.mode`` "auto" and the
+    pipeline's ``target_num_samples`` 0 are settled from the dataparser in use and its training cameras
+    (scene_defaults.py), so config.yml keeps "auto" and every command settles them the same way (a checkpoint's
+    proposal fields and pose adjustments load into the model that made them); the log says which modes run."""
 
     target_num_samples: int = 0
     """Samples per training batch (the rays per batch follow); 0: 2^16 for blender-data and dnerf-data, 2^15 for
-    every other dataparser (settings.py ``samples_per_batch_for``)."""
+    every other dataparser (scene_defaults.py ``samples_per_batch_for``)."""
 
     def setup(self, **kwargs: Any) -> Any:
         dataparser = self.datamanager.dataparser
@@ -58,11 +57,15 @@ class InrPipelineConfig(DynamicBatchPipelineConfig):
         if isinstance(self.model, InrNerfModelConfig):
             mode = scene_contraction_for(self.model.scene_contraction, dataparser)
             self.model.scene_contraction = mode
+            def training_poses() -> Any:  # the dataparser's train split: poses only, no image is read
+                return dataparser.setup().get_dataparser_outputs("train").cameras.camera_to_worlds
+
+            self.model.sampler = sampler_for(self.model.sampler, mode, training_poses)
             poses = camera_optimizer_mode_for(self.model.camera_optimizer.mode, dataparser)
             self.model.camera_optimizer.mode = poses
             scene = ("a bounded scene (the scene box)" if mode == "none"
                      else f"an unbounded scene ({mode} contraction beyond the scene box)")
-            CONSOLE.log(f"inr_enc: {scene}, camera pose refinement {poses}, "
+            CONSOLE.log(f"inr_enc: {scene}, {self.model.sampler} sampling, camera pose refinement {poses}, "
                         f"{self.target_num_samples} samples per batch")
         return super().setup(**kwargs)
 

@@ -1,18 +1,15 @@
-"""A nerfstudio Model around :class:`EncodedRadianceField`, sampled through an Instant-NGP occupancy grid in plain
-torch (``inr_enc.nerf.occupancy``), so it trains and renders on CPU as well as on CUDA. Unbounded scenes
-(``scene_contraction``): space beyond the scene box is contracted (mip-NeRF 360) and sampled with cone-angle steps
-over a grid of the contracted space (``inr_enc.nerf.unbounded``), so the sky and the far field are density;
-sampling.py holds the one choice between the two grids.
+"""A nerfstudio Model around :class:`EncodedRadianceField` in plain torch, so it trains and renders on CPU as well as
+on CUDA. Unbounded scenes (``scene_contraction``): space beyond the scene box is contracted (mip-NeRF 360), so the
+sky and the far field are density. Samples come from an Instant-NGP occupancy grid (over the box, or over
+contracted space with cone-angle steps: sampling.py) or from proposal fields (``sampler``; proposal.py).
 
-Per batch of rays: march the occupied cells with a fixed step, front to back, evaluating density alone (no
+Per batch of rays, with the occupancy grid: march the occupied cells front to back, evaluating density alone (no
 autograd) and keeping the samples a ray still sees (transmittance > ``early_stop_eps``, Instant-NGP's early ray
 termination); run the full field on those (when rendering, only the colour branch: the density pass already gave
 their density and geometry features) and composite them over a constant background. Metrics: evaluation.py.
 
-Real captures, as nerfacto: camera pose refinement by nerfstudio's CameraOptimizer (``camera_optimizer``; "auto":
-SO3xR3 on unbounded data, off on bounded data), applied to the training rays only, its parameters the "camera_opt"
-param group, its regulariser a loss and its adjustments metrics; an optional per-image appearance embedding
-(``appearance_embedding_dim``, field.py).
+Real captures, as nerfacto: pose refinement by nerfstudio's CameraOptimizer (``camera_optimizer``) on the training
+rays (its "camera_opt" param group, regulariser loss and metrics); an optional per-image appearance embedding.
 """
 
 from __future__ import annotations
@@ -43,7 +40,8 @@ from .evaluation import image_metrics_and_images, lpips_if_weights_on_disk, over
 from .field import EncodedRadianceField
 from .proposal import ProposalSampling
 from .sampling import build_grid, crop_limits, packed_ray_samples, ray_limits
-from .settings import AutoCameraOptimizerConfig, check_model_settings, command_line_errors, saved_before_tcnn_networks
+from .scene_defaults import AutoCameraOptimizerConfig
+from .settings import check_model_settings, command_line_errors, saved_as_built
 from .weight_average import average_field_weights
 
 # Instant-NGP's field (Müller et al. 2022, §5.4), sized for CPU: 16 levels from 16 to 512 cells (enough for
@@ -114,10 +112,12 @@ class InrNerfModelConfig(ModelConfig):
     distortion_loss_mult: float = 0.0
     """Weight of mip-NeRF 360's distortion loss (each ray's weights pulled into one short stretch, in the grid's
     normalised distance); nerfacto: 0.002."""
-    sampler: Literal["occupancy", "proposal"] = "occupancy"
+    sampler: Literal["auto", "occupancy", "proposal"] = "auto"
     """"occupancy": Instant-NGP's occupancy grid with early ray termination; "proposal": mip-NeRF 360's proposal
     sampling (nerfacto's; proposal.py): ``proposal_samples`` per ray on each level (nerfacto: 256, 96), then
-    ``proposal_samples_per_ray`` (nerfacto: 48) for the field."""
+    ``proposal_samples_per_ray`` (nerfacto: 48) for the field. "auto": "occupancy" on bounded scenes and
+    forward-facing captures, "proposal" on other unbounded ones; settled when the pipeline is built
+    (scene_defaults.py ``sampler_for``), and logged."""
     proposal_samples: Tuple[int, ...] = (256, 96)
     proposal_samples_per_ray: int = 48
     scene_contraction: Literal["auto", "none", "l2", "linf"] = "auto"
@@ -149,7 +149,7 @@ class InrNerfModelConfig(ModelConfig):
         restores the saved fields without calling ``__init__`` (and networks as they were built then)."""
         defaults = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
                     for f in fields(self) if f.default is not MISSING or f.default_factory is not MISSING}
-        self.__dict__.update({**defaults, **saved_before_tcnn_networks(state)})
+        self.__dict__.update({**defaults, **saved_as_built(state)})
 
 
 class InrNerfModel(Model):
@@ -178,7 +178,7 @@ class InrNerfModel(Model):
         self.step_size = cfg.render_step_size if cfg.render_step_size is not None else diagonal / 512
         self.occupancy = build_grid(aabb, contraction, cfg.grid_resolution, cfg.occupancy_threshold,
                                     cfg.grid_warmup_steps, self.step_size)
-        self.proposal = None if cfg.sampler == "occupancy" else ProposalSampling(
+        self.proposal = None if cfg.sampler != "proposal" else ProposalSampling(  # "auto" unsettled: occupancy
             aabb, contraction, cfg.backend, cfg.proposal_samples, cfg.proposal_samples_per_ray)
         self.register_buffer("background", torch.full((3,), 1.0 if cfg.background_color == "white" else 0.0))
         self.extra_metrics = {"lpips": lpips_if_weights_on_disk()}  # a plain dict: not part of the state dict
@@ -221,9 +221,8 @@ class InrNerfModel(Model):
         origins, directions = ray_bundle.origins.reshape(-1, 3), ray_bundle.directions.reshape(-1, 3)
         n = len(origins)
         alpha_threshold = self.train_alpha_threshold if self.training else self.config.render_alpha_threshold
-        # rendering: the field's density pass in the sampler also gives the kept samples' density and geometry
-        # features (no autograd needed), so only the colour branch runs again; cone-traced fields render with
-        # each sample's frustum, which the sampler's point densities do not have
+        # rendering: the sampler's density pass gives the kept samples' density and features, so only the colour
+        # branch runs again (not cone traced: those render each sample's frustum, not its point density)
         reuse = not self.training and not self.field.cone_traced and self.proposal is None
         with record_function("inr_nerf.sample"):
             if self.proposal is not None:

@@ -14,13 +14,11 @@ import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from nerfstudio.cameras.camera_optimizers import CameraOptimizerConfig
-from nerfstudio.data.dataparsers.blender_dataparser import BlenderDataParserConfig
-from nerfstudio.data.dataparsers.dnerf_dataparser import DNeRFDataParserConfig
 
 from ..config import check_mapping, load_config
 from ..config.parsing import parse_text
@@ -31,6 +29,8 @@ from ..networks.registry import network_class, resolve_network
 from ..optim.ema import check_ema_decay
 from ..optim.losses import check_loss
 from .instant_ngp import color_input_encoding, read_instant_ngp_config
+from .scene_defaults import CAMERA_OPTIMIZER_MODES
+from .scene_defaults import AutoCameraOptimizerConfig as AutoCameraOptimizerConfig  # config.yml files name it here
 
 
 @contextmanager
@@ -71,9 +71,11 @@ def resolve_encoding_config(text: str, geo_feat_dim: int) -> dict[str, Any]:
         return {key: resolved[key] for key in FIELD_KEYS if key in config}
 
 
-def saved_before_tcnn_networks(state: dict[str, Any]) -> dict[str, Any]:
-    """A config.yml written before inr_enc 0.2.0 (no ``written_by``), as its run was built: a density network named
-    FullyFusedMLP/CutlassMLP was inr_enc's MLP with biases then (networks/tcnn_mlp.py ``class_for``)."""
+def saved_as_built(state: dict[str, Any]) -> dict[str, Any]:
+    """A config.yml's saved settings, as its run was built: one from before the ``sampler`` setting sampled through
+    the occupancy grid (today's "auto" may choose proposal sampling); one written before inr_enc 0.2.0 (no
+    ``written_by``) named inr_enc's MLP with biases FullyFusedMLP/CutlassMLP (networks/tcnn_mlp.py ``class_for``)."""
+    state = {"sampler": "occupancy", **state}
     network = state.get("network")
     if "written_by" in state or not isinstance(network, dict) or "bias" in network:
         return state
@@ -175,58 +177,6 @@ def check_model_settings(config: Any) -> None:
     else:
         check_field_settings(config.encoding, config.network, config.direction_encoding, config.color_network,
                              config.geo_feat_dim, config.appearance_embedding_dim, config.field_layout)
-
-
-BOUNDED_DATAPARSERS = (BlenderDataParserConfig, DNeRFDataParserConfig)  # synthetic objects in a box
-UNBOUNDED_CONTRACTION = "linf"  # nerfacto's SceneContraction(order=inf): the contracted cube fills the grid
-
-
-def scene_contraction_for(setting: str, dataparser: object) -> str:
-    """``scene_contraction`` "auto" settled by the dataparser: "none" (bounded) for blender-data and dnerf-data,
-    UNBOUNDED_CONTRACTION for every other (nerfstudio-data, colmap, ...: real captures); any other setting as is."""
-    if setting != "auto":
-        return setting
-    return "none" if isinstance(dataparser, BOUNDED_DATAPARSERS) else UNBOUNDED_CONTRACTION
-
-
-# Samples per training batch (nerfstudio's DynamicBatchPipeline sizes the rays per batch to fit): on real captures
-# a young field keeps about 60 samples per ray (7 on the bundled object), so 2^16 samples held only about 1,000
-# rays; half that budget doubles the steps in a fixed time and reached 26.6 and 26.7 dB instead of 23.2 and 24.0 dB
-# on data/scenes/unbounded in 300 s (docs/nerf.md). Bounded scenes keep Instant-NGP-like 2^16.
-BOUNDED_SAMPLES_PER_BATCH = 1 << 16
-UNBOUNDED_SAMPLES_PER_BATCH = 1 << 15
-
-
-def samples_per_batch_for(setting: int, dataparser: object) -> int:
-    """``target_num_samples`` 0 ("auto") settled as ``scene_contraction`` is: BOUNDED_SAMPLES_PER_BATCH for
-    blender-data and dnerf-data, UNBOUNDED_SAMPLES_PER_BATCH for every other; a positive setting as is."""
-    if setting < 0:
-        raise ValueError(f"target_num_samples must be >= 0 (0: by the dataparser), got {setting}")
-    if setting:
-        return setting
-    return BOUNDED_SAMPLES_PER_BATCH if isinstance(dataparser, BOUNDED_DATAPARSERS) else UNBOUNDED_SAMPLES_PER_BATCH
-
-
-CAMERA_OPTIMIZER_MODES = ("auto", "off", "SO3xR3", "SE3")
-UNBOUNDED_CAMERA_OPTIMIZER = "SO3xR3"  # nerfacto's pose refinement (its method configs set this mode)
-
-
-@dataclass
-class AutoCameraOptimizerConfig(CameraOptimizerConfig):
-    """nerfstudio's CameraOptimizerConfig (pose refinement, nerfstudio's CameraOptimizer) with one more mode,
-    "auto": settled by the dataparser (``camera_optimizer_mode_for``) when the pipeline is built."""
-
-    mode: Literal["auto", "off", "SO3xR3", "SE3"] = "auto"
-    """"auto": "off" for blender-data and dnerf-data (exact synthetic poses), "SO3xR3" for every other dataparser
-    (real captures, poses from structure-from-motion); "SO3xR3" is what nerfstudio recommends."""
-
-
-def camera_optimizer_mode_for(setting: str, dataparser: object) -> str:
-    """``camera_optimizer.mode`` "auto" settled as ``scene_contraction`` is: "off" for the bounded (synthetic)
-    dataparsers, UNBOUNDED_CAMERA_OPTIMIZER for every other; any other setting as is."""
-    if setting != "auto":
-        return setting
-    return "off" if isinstance(dataparser, BOUNDED_DATAPARSERS) else UNBOUNDED_CAMERA_OPTIMIZER
 
 
 def camera_optimizer_rules(config: object) -> dict[str, bool]:

@@ -93,7 +93,7 @@ def import_snapshot(path: Path, data: Path, dataparser: str, output_dir: Path, e
 
     from .methods import inr_hashgrid
     from .model import InrNerfModelConfig
-    from .settings import AutoCameraOptimizerConfig
+    from .scene_defaults import AutoCameraOptimizerConfig
     from .snapshot import read_snapshot
     from .snapshot_import import load_snapshot, snapshot_settings
 
