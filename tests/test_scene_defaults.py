@@ -86,3 +86,11 @@ def test_a_config_yml_naming_the_camera_optimizer_config_in_settings_still_loads
     text = "!!python/object:inr_enc.nerfstudio.settings.AutoCameraOptimizerConfig\nmode: auto\n"
     loaded = yaml.load(text, Loader=yaml.Loader)
     assert isinstance(loaded, AutoCameraOptimizerConfig) and loaded.mode == "auto"
+
+
+def test_inr_hashgrid_settles_its_sampler_by_scene_and_the_other_methods_keep_the_occupancy_grid():
+    from inr_enc.nerfstudio.methods import hyb_nerf, inr_fourier, inr_hashgrid
+
+    assert inr_hashgrid.config.pipeline.model.sampler == "auto"
+    assert hyb_nerf.config.pipeline.model.sampler == "occupancy"  # not measured with proposal sampling yet
+    assert inr_fourier.config.pipeline.model.sampler == "occupancy"

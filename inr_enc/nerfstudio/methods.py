@@ -119,18 +119,21 @@ def _trainer(name: str, model: InrNerfModelConfig, lr: float, table_lr: float) -
 
 inr_hashgrid = MethodSpecification(
     config=_trainer("inr-hashgrid", InrNerfModelConfig(), lr=1e-2, table_lr=1e-2),
-    description="Instant-NGP-style field on inr_enc's HashGrid, occupancy-grid sampling; runs on CPU and CUDA.",
+    description="Instant-NGP-style field on inr_enc's HashGrid, occupancy-grid or proposal sampling by scene; runs "
+                "on CPU and CUDA.",
 )
 hyb_nerf = MethodSpecification(
     # the learnable Fourier levels need the lower rate: at 1e-2 training stalled at ~13 dB (docs/nerf.md)
-    config=_trainer("hyb-nerf", InrNerfModelConfig(encoding=dict(HYBRID)), lr=1e-3, table_lr=1e-2),
+    # the occupancy grid everywhere until proposal sampling is measured for this field on the scene set
+    config=_trainer("hyb-nerf", InrNerfModelConfig(encoding=dict(HYBRID), sampler="occupancy"), lr=1e-3,
+                    table_lr=1e-2),
     description="Hyb-NeRF: Fourier features cone traced over each sample's frustum at coarse levels, hash grid at "
                 "fine levels (inr_enc Hybrid).",
 )
 inr_fourier = MethodSpecification(
-    config=_trainer("inr-fourier", InrNerfModelConfig(
-        encoding=dict(FOURIER_POSITIONS), network=dict(NERF_NETWORK), direction_encoding=dict(NERF_DIRECTIONS)),
-        lr=2e-3, table_lr=2e-3),
+    config=_trainer("inr-fourier", InrNerfModelConfig(  # the occupancy grid everywhere, as hyb-nerf
+        encoding=dict(FOURIER_POSITIONS), network=dict(NERF_NETWORK), direction_encoding=dict(NERF_DIRECTIONS),
+        sampler="occupancy"), lr=2e-3, table_lr=2e-3),
     description="NeRF-style field on inr_enc's Gaussian random Fourier features (any encoder via "
                 "--pipeline.model.encoding-config, e.g. '{\"otype\": \"NeRF\"}').",
 )
