@@ -27,7 +27,7 @@ from nerfstudio.utils.rich_utils import CONSOLE
 
 from .model import HASHGRID, InrNerfModelConfig
 from .optimizers import LazyAdamOptimizerConfig, LogLinearDecaySchedulerConfig, tcnn_optimizers
-from .scene_defaults import camera_optimizer_mode_for, samples_per_batch_for, sampler_for, scene_contraction_for
+from .scene_defaults import camera_optimizer_mode_for, sampler_for, samples_per_batch_for, scene_contraction_for
 
 MAX_ITERATIONS = 2000
 
@@ -57,7 +57,8 @@ class InrPipelineConfig(DynamicBatchPipelineConfig):
         if isinstance(self.model, InrNerfModelConfig):
             mode = scene_contraction_for(self.model.scene_contraction, dataparser)
             self.model.scene_contraction = mode
-            def training_poses() -> Any:  # the dataparser's train split: poses only, no image is read
+
+            def training_poses() -> Any:  # the dataparser's train split: its poses (no image is loaded)
                 return dataparser.setup().get_dataparser_outputs("train").cameras.camera_to_worlds
 
             self.model.sampler = sampler_for(self.model.sampler, mode, training_poses)

@@ -55,7 +55,7 @@ def forward_facing(camera_to_worlds: torch.Tensor) -> bool:
 def sampler_for(setting: str, contraction: str, camera_to_worlds: Callable[[], torch.Tensor]) -> str:
     """``sampler`` "auto" settled by the scene: "occupancy" on bounded scenes (``contraction`` "none") and on
     forward-facing captures (``forward_facing`` of the training cameras, read through ``camera_to_worlds`` only
-    then), "proposal" on the other unbounded ones (orbits, rooms: 1-4 dB better than the occupancy grid there,
+    then), "proposal" on the other unbounded ones (orbits, rooms: 0.4-3.9 dB better than the occupancy grid there,
     docs/nerf.md); any other setting as is."""
     if setting != "auto":
         return setting
