@@ -85,14 +85,15 @@ def test_pose_refinement_is_on_for_unbounded_data_off_for_bounded_and_checkpoint
     groups = pipeline.get_param_groups()
     assert set(groups) == {"fields", "grids"}
     assert set(Optimizers(config.optimizers, groups).optimizers) == {"fields", "grids"}  # camera_opt's entry unused
-    assert logged == ["inr_enc: a bounded scene (the scene box), camera pose refinement off, 65536 samples per batch"]
+    assert logged == ["inr_enc: a bounded scene (the scene box), occupancy sampling, camera pose refinement off, "
+                      "65536 samples per batch"]
 
     logged.clear()
     captured = NerfstudioDataParserConfig(data=ROOT / "data" / "scenes" / "unbounded", downscale_factor=2)
     config, pipeline = _pipeline(captured)
     assert config.pipeline.model.camera_optimizer.mode == "SO3xR3"  # settled in place, as scene_contraction is
-    assert logged == [("inr_enc: an unbounded scene (linf contraction beyond the scene box), camera pose refinement "
-                       "SO3xR3, 32768 samples per batch")]
+    assert logged == [("inr_enc: an unbounded scene (linf contraction beyond the scene box), proposal sampling, "
+                       "camera pose refinement SO3xR3, 32768 samples per batch")]  # an orbit: sampler auto
     groups = pipeline.get_param_groups()
     adjustments = pipeline.model.camera_optimizer.pose_adjustment
     assert set(groups) == {"fields", "grids", "camera_opt"} and groups["camera_opt"] == [adjustments]
@@ -100,7 +101,7 @@ def test_pose_refinement_is_on_for_unbounded_data_off_for_bounded_and_checkpoint
     optimizers = Optimizers(config.optimizers, groups)
     pipeline.train()
     _, losses, metrics = pipeline.get_train_loss_dict(step=0)  # the datamanager's rays, from the real cameras
-    assert {"camera_opt_regularizer", "rgb_loss"} == set(losses)
+    assert {"camera_opt_regularizer", "rgb_loss", "interlevel_loss"} == set(losses)
     assert {"camera_opt_translation_max", "camera_opt_rotation_mean"} <= set(metrics)
     optimizers.zero_grad_all()
     sum(losses.values()).backward()
