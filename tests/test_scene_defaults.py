@@ -3,6 +3,7 @@ sampling on other unbounded ones; forward-facing judged from the training camera
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,14 @@ def test_inr_hashgrid_settles_its_sampler_by_scene_and_the_other_methods_keep_th
     assert inr_hashgrid.config.pipeline.model.sampler == "auto"
     assert hyb_nerf.config.pipeline.model.sampler == "occupancy"  # not measured with proposal sampling yet
     assert inr_fourier.config.pipeline.model.sampler == "occupancy"
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"sampler": "occupancy-grid"}, "sampler in (auto, occupancy, proposal)"),
+    ({"scene_contraction": "L2"}, "scene_contraction in (auto, none, l2, linf)")])
+def test_an_unknown_sampler_or_contraction_made_in_python_is_refused(setting, message):
+    """tyro refuses these on the command line; made in Python they must not fall back silently to a sampler."""
+    from inr_enc.nerfstudio.model import InrNerfModelConfig
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        InrNerfModelConfig(**setting)

@@ -22,6 +22,8 @@ from nerfstudio.data.dataparsers.dnerf_dataparser import DNeRFDataParserConfig
 
 BOUNDED_DATAPARSERS = (BlenderDataParserConfig, DNeRFDataParserConfig)  # synthetic objects in a box
 UNBOUNDED_CONTRACTION = "linf"  # nerfacto's SceneContraction(order=inf): the contracted cube fills the grid
+SCENE_CONTRACTIONS = ("auto", "none", "l2", "linf")
+SAMPLERS = ("auto", "occupancy", "proposal")
 
 
 def scene_contraction_for(setting: str, dataparser: object) -> str:

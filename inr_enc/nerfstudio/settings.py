@@ -1,7 +1,7 @@
 """The checks of the model's settings (InrNerfModelConfig's dicts, ``encoding_config`` and ``camera_optimizer``):
-pure, nothing built, run when the config is made; and the settings whose "auto" the dataparser settles
-(``scene_contraction_for``, ``camera_optimizer_mode_for``). ns-train's command line is parsed by tyro into the config,
-so a bad setting stops ns-train there, before nerfstudio writes the run's config.yml (and with it the output folder).
+pure, nothing built, run when the config is made (what a scene settles for "auto" is scene_defaults.py's).
+ns-train's command line is parsed by tyro into the config, so a bad setting stops ns-train there, before
+nerfstudio writes the run's config.yml (and with it the output folder).
 
 While tyro builds the config from a command line, a bad setting prints one line on stderr, ``ns-train: <message>``,
 and exits with code 2 (tyro's code for rejected input) instead of tyro's framed error box; made in Python, the
@@ -29,7 +29,7 @@ from ..networks.registry import network_class, resolve_network
 from ..optim.ema import check_ema_decay
 from ..optim.losses import check_loss
 from .instant_ngp import color_input_encoding, read_instant_ngp_config
-from .scene_defaults import CAMERA_OPTIMIZER_MODES
+from .scene_defaults import CAMERA_OPTIMIZER_MODES, SAMPLERS, SCENE_CONTRACTIONS
 from .scene_defaults import AutoCameraOptimizerConfig as AutoCameraOptimizerConfig  # config.yml files name it here
 
 
@@ -168,6 +168,8 @@ def check_model_settings(config: Any) -> None:
               "proposal_samples: one or more counts >= 1": len(config.proposal_samples) >= 1
               and all(count >= 1 for count in config.proposal_samples),
               "proposal_samples_per_ray >= 1": config.proposal_samples_per_ray >= 1,
+              f"sampler in ({', '.join(SAMPLERS)})": config.sampler in SAMPLERS,
+              f"scene_contraction in ({', '.join(SCENE_CONTRACTIONS)})": config.scene_contraction in SCENE_CONTRACTIONS,
               **camera_optimizer_rules(config.camera_optimizer)}
     failed = [rule for rule, ok in checks.items() if not ok]
     if failed:
