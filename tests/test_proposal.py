@@ -48,6 +48,23 @@ def test_samples_are_packed_per_ray_in_order_between_near_and_far():
     assert torch.allclose(near[::6], torch.full((5,), 2.5), atol=0.1)  # the box's face at x = -1.5, 4 - 1.5 away
 
 
+def test_rendering_takes_the_render_counts_and_training_the_training_counts():
+    proposal = ProposalSampling(BOX, None, "torch", (16, 8), samples_per_ray=6, render_samples=((5, 4), 3))
+    bundle = ray_limits(rays_along_x(5, torch.Generator().manual_seed(0)), OccupancyGrid(BOX, 8, 0.01))
+    evaluated = []
+    for level in proposal.fields:  # count the points each proposal field is asked for
+        level.density_fn = lambda x, f=level.density_fn: evaluated.append(x.shape[:-1].numel()) or f(x)
+    for training, per_level, per_ray in ((False, [5, 4], 3), (True, [16, 8], 6)):
+        proposal.train(training)
+        evaluated.clear()
+        rays, starts, ends = proposal.sample(bundle)
+        assert rays.tolist() == [i for i in range(5) for _ in range(per_ray)]
+        assert evaluated == [5 * count for count in per_level]
+        assert (starts < ends).all() and (starts[1:] >= ends[:-1] - 1e-6)[rays[1:] == rays[:-1]].all()
+    with pytest.raises(ValueError, match=r"render_samples needs 2 levels, got \(64,\)"):
+        ProposalSampling(BOX, None, "torch", (16, 8), render_samples=((64,), 32))
+
+
 def test_proposal_fields_learn_where_a_slab_of_density_is():
     torch.manual_seed(0)
     proposal = ProposalSampling(BOX, None, "torch", (32, 16), samples_per_ray=16)
@@ -92,7 +109,8 @@ def test_model_trains_its_proposal_fields_through_the_interlevel_loss():
 
 
 @pytest.mark.parametrize("settings", [{"proposal_samples": ()}, {"proposal_samples": (64, 0)},
-                                      {"proposal_samples_per_ray": 0}])
+                                      {"proposal_samples_per_ray": 0}, {"proposal_render_samples": (64,)},
+                                      {"proposal_render_samples": (0, 32)}, {"proposal_render_samples_per_ray": 0}])
 def test_bad_proposal_settings_are_refused(settings):
-    with pytest.raises(ValueError, match="proposal_samples"):
+    with pytest.raises(ValueError, match="proposal_(render_)?samples"):
         InrNerfModelConfig(sampler="proposal", **settings)

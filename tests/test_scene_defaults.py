@@ -76,6 +76,12 @@ def test_auto_sampler_settles_by_scene_and_a_setting_overrides_it():
 def test_a_config_saved_before_the_sampler_setting_keeps_the_occupancy_grid():
     assert saved_as_built({"written_by": "0.3.0"})["sampler"] == "occupancy"
     assert saved_as_built({"written_by": "0.3.0", "sampler": "auto"})["sampler"] == "auto"
+    # a run from before the render counts renders with its training counts; a newer one with what it saved
+    before = saved_as_built({"written_by": "0.3.0", "proposal_samples": (256, 96), "proposal_samples_per_ray": 48})
+    assert (before["proposal_render_samples"], before["proposal_render_samples_per_ray"]) == ((256, 96), 48)
+    after = saved_as_built({"written_by": "0.3.0", "proposal_samples": (256, 96), "proposal_samples_per_ray": 48,
+                            "proposal_render_samples": (64, 32), "proposal_render_samples_per_ray": 32})
+    assert (after["proposal_render_samples"], after["proposal_render_samples_per_ray"]) == ((64, 32), 32)
 
 
 def test_a_config_yml_naming_the_camera_optimizer_config_in_settings_still_loads():

@@ -60,11 +60,13 @@ class ProposalSampling(nn.Module):
     """Rays -> packed samples (ray_indices [M], t_starts [M], t_ends [M]), ``samples_per_ray`` per ray, drawn
     through ``len(proposal_samples)`` proposal levels of ``proposal_samples[i]`` samples each, between each ray's
     near and far (:meth:`sample`); :meth:`losses` then gives the interlevel loss (and the distortion loss) of the
-    last batch from the radiance field's weights."""
+    last batch from the radiance field's weights. In eval mode (rendering) the counts are ``render_samples``:
+    (per level, per ray), as many levels."""
 
     def __init__(self, aabb: torch.Tensor, contraction: Norm | None, backend: str,
                  proposal_samples: tuple[int, ...] = (256, 96), samples_per_ray: int = 48,
-                 update_every: int = 5, warmup_steps: int = 5000) -> None:
+                 update_every: int = 5, warmup_steps: int = 5000,
+                 render_samples: tuple[tuple[int, ...], int] | None = None) -> None:
         super().__init__()
         self.fields = nn.ModuleList(
             ProposalDensityField(aabb, contraction, proposal_encoding(128 * 2 ** min(i, 1)), PROPOSAL_NETWORK,
@@ -77,11 +79,19 @@ class ProposalSampling(nn.Module):
             num_proposal_samples_per_ray=tuple(proposal_samples), num_nerf_samples_per_ray=samples_per_ray,
             num_proposal_network_iterations=len(proposal_samples), single_jitter=True, update_sched=update_schedule,
             initial_sampler=None if contraction is not None else UniformSampler(single_jitter=True))
-        self.samples_per_ray = samples_per_ray
+        self.train_counts = (tuple(proposal_samples), samples_per_ray)
+        self.render_counts = self.train_counts if render_samples is None else (tuple(render_samples[0]),
+                                                                               render_samples[1])
+        if len(self.render_counts[0]) != len(proposal_samples):
+            raise ValueError(f"ProposalSampling: render_samples needs {len(proposal_samples)} levels, got "
+                             f"{self.render_counts[0]}")
         self._levels: tuple[list[torch.Tensor], list[RaySamples]] | None = None
 
     def sample(self, ray_bundle: RayBundle) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A flat bundle of N rays with nears and fars [N, 1] -> packed samples (see the class)."""
+        per_level, self.samples_per_ray = self.train_counts if self.training else self.render_counts
+        self.sampler.num_proposal_samples_per_ray = per_level
+        self.sampler.num_nerf_samples_per_ray = self.samples_per_ray
         ray_samples, weights, levels = self.sampler(ray_bundle, density_fns=[f.density_fn for f in self.fields])
         self._levels = (weights, [*levels, ray_samples])
         n = len(ray_bundle)

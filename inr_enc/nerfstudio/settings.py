@@ -73,9 +73,13 @@ def resolve_encoding_config(text: str, geo_feat_dim: int) -> dict[str, Any]:
 
 def saved_as_built(state: dict[str, Any]) -> dict[str, Any]:
     """A config.yml's saved settings, as its run was built: one from before the ``sampler`` setting sampled through
-    the occupancy grid (today's "auto" may choose proposal sampling); one written before inr_enc 0.2.0 (no
-    ``written_by``) named inr_enc's MLP with biases FullyFusedMLP/CutlassMLP (networks/tcnn_mlp.py ``class_for``)."""
+    the occupancy grid (today's "auto" may choose proposal sampling); one from before the proposal render counts
+    rendered with its training counts; one written before inr_enc 0.2.0 (no ``written_by``) named inr_enc's MLP
+    with biases FullyFusedMLP/CutlassMLP (networks/tcnn_mlp.py ``class_for``)."""
     state = {"sampler": "occupancy", **state}
+    if {"proposal_samples", "proposal_samples_per_ray"} <= state.keys() and "proposal_render_samples" not in state:
+        state = {**state, "proposal_render_samples": state["proposal_samples"],
+                 "proposal_render_samples_per_ray": state["proposal_samples_per_ray"]}
     network = state.get("network")
     if "written_by" in state or not isinstance(network, dict) or "bias" in network:
         return state
@@ -168,6 +172,10 @@ def check_model_settings(config: Any) -> None:
               "proposal_samples: one or more counts >= 1": len(config.proposal_samples) >= 1
               and all(count >= 1 for count in config.proposal_samples),
               "proposal_samples_per_ray >= 1": config.proposal_samples_per_ray >= 1,
+              "proposal_render_samples: as many counts as proposal_samples, each >= 1":
+                  len(config.proposal_render_samples) == len(config.proposal_samples)
+                  and all(count >= 1 for count in config.proposal_render_samples),
+              "proposal_render_samples_per_ray >= 1": config.proposal_render_samples_per_ray >= 1,
               f"sampler in ({', '.join(SAMPLERS)})": config.sampler in SAMPLERS,
               f"scene_contraction in ({', '.join(SCENE_CONTRACTIONS)})": config.scene_contraction in SCENE_CONTRACTIONS,
               **camera_optimizer_rules(config.camera_optimizer)}
