@@ -81,8 +81,9 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 
 def table(kept: Path) -> str:
-    """Markdown: one row per scene, per method PSNR / SSIM / iterations / render rays/s / field share; then the
-    mean and the worst scene (lowest PSNR) of each method over the scenes it has."""
+    """Markdown: one row per scene, per method PSNR / SSIM / iterations / render rays/s / field share (and, with
+    proposal sampling, in brackets the share of the radiance and proposal fields together); then the mean and the
+    worst scene (lowest PSNR) of each method over the scenes it has."""
     found = results(kept)
     labels = sorted(found, key=lambda label: (label == "nerfacto", label))
     head = "| scene | " + " | ".join(f"{label}: PSNR / SSIM / iters / render rays/s / field share" for label in labels)
@@ -92,8 +93,9 @@ def table(kept: Path) -> str:
         for label in labels:
             r = found[label].get(scene)
             cost = (r or {}).get("render_cost") or {}
+            fields = f" ({fmt(cost['fields_share'])})" if cost.get("proposal_s") else ""
             cells.append("—" if r is None else f"{fmt(r['psnr'])} / {fmt(r['ssim'], 3)} / {r['iterations']:,} / "
-                         f"{fmt(r['render_rays_per_s'], 0)} / {fmt(cost.get('field_share'))}")
+                         f"{fmt(r['render_rays_per_s'], 0)} / {fmt(cost.get('field_share'))}{fields}")
         lines.append(f"| {scene} | " + " | ".join(cells) + " |")
     for name, pick in (("mean", statistics.fmean), ("worst", min)):
         cells = []

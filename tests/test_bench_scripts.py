@@ -43,6 +43,25 @@ def test_render_cost_counts_the_samples_the_model_composites():
     assert "_density" not in vars(model.field) and "get_outputs" not in vars(model.field)  # timers removed
 
 
+def test_render_cost_times_the_proposal_fields_at_the_render_counts():
+    torch.manual_seed(0)
+    model = InrNerfModelConfig(encoding={"otype": "HashGrid", "n_levels": 4, "log2_hashmap_size": 12,
+                                         "base_resolution": 4}, sampler="proposal", scene_contraction="linf",
+                               proposal_samples=(16, 8), proposal_samples_per_ray=6,
+                               proposal_render_samples=(5, 4), proposal_render_samples_per_ray=3,
+                               ).setup(scene_box=SceneBox(aabb=torch.tensor([[-1.5] * 3, [1.5] * 3])),
+                                       num_train_data=4)
+    c2w = torch.tensor([[[1.0, 0, 0, 0], [0, 0, -1, -4], [0, 1, 0, 0]]])
+    cameras = Cameras(camera_to_worlds=c2w, fx=20.0, fy=20.0, cx=8.0, cy=6.0, width=16, height=12)
+    pipeline = SimpleNamespace(model=model, eval=model.eval,
+                               datamanager=SimpleNamespace(eval_dataset=SimpleNamespace(cameras=cameras)))
+    cost = render_cost(pipeline, n_views=1)
+    assert cost["proposal_points_per_ray"] == 5 + 4 and cost["kept_samples_per_ray"] == 3
+    assert cost["density_points_per_ray"] == 3  # the field's density at each composited sample, once
+    assert 0 < cost["field_share"] < cost["fields_share"] <= 1 and cost["proposal_s"] > 0
+    assert all("density_fn" not in vars(level) for level in model.proposal.fields)  # timers removed
+
+
 def test_render_cost_is_none_for_a_model_without_our_field():
     assert render_cost(SimpleNamespace(model=SimpleNamespace())) is None
 
@@ -54,7 +73,11 @@ def test_the_set_table_gives_each_methods_mean_and_worst_scene(tmp_path):
             (tmp_path / label).mkdir(exist_ok=True)
             (tmp_path / label / f"{bench_nerf_set.slug(scene)}.json").write_text(json.dumps(
                 {"psnr": psnr, "ssim": 0.8, "iterations": 10, "render_rays_per_s": 5.0, "render_cost": None}))
+    proposal = {"field_share": 0.52, "fields_share": 0.87, "proposal_s": 1.2}  # render_cost with proposal fields
+    (tmp_path / "inr-hashgrid" / "unbounded.json").write_text(json.dumps(
+        {"psnr": 24.0, "ssim": 0.8, "iterations": 10, "render_rays_per_s": 5.0, "render_cost": proposal}))
     lines = bench_nerf_set.table(tmp_path).splitlines()
+    assert next(line for line in lines if line.startswith("| unbounded |")).endswith("/ 0.52 (0.87) | — |")
     assert "inr-hashgrid" in lines[0] and lines[0].index("inr-hashgrid") < lines[0].index("nerfacto")
     room = next(line for line in lines if line.startswith("| room |"))
     assert "30.00 /" in room and "20.00 /" in room

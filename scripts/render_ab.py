@@ -1,0 +1,55 @@
+"""Render speed of trained runs side by side: each RUN (a name, a checkout of inr_enc, a run's config.yml, then
+any render_cost.py options) renders every test view in a fresh process (scripts/render_cost.py, ``PYTHONPATH``
+choosing the checkout), the runs taking turns for ``--rounds`` rounds, so two commits meet the same machine state.
+Prints each run's render rays/s per round, the field shares, and the ratio of each run's median to the first run's.
+
+    git worktree add /tmp/old 0808601
+    .venv-test/bin/python scripts/render_ab.py --rounds 3 --run before /tmp/old out/run/config.yml \\
+        --run after . out/run/config.yml "--proposal-counts 64 32 48"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent / "render_cost.py"
+
+
+def measure(checkout: Path, config: Path, options: list[str]) -> dict:
+    """One fresh process: render_cost.py's JSON for ``config`` (and ``options``) with ``checkout``'s inr_enc."""
+    env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}
+    done = subprocess.run([sys.executable, str(SCRIPT), str(config), *options], env=env, capture_output=True,
+                          text=True)
+    if done.returncode:
+        sys.exit(f"render_ab.py: {config} with {checkout} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", nargs="+", action="append", required=True,
+                        metavar="NAME CHECKOUT CONFIG [OPTIONS]", help="OPTIONS: one quoted string, split on spaces")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    if any(len(run) not in (3, 4) for run in args.run):
+        parser.error("--run takes NAME CHECKOUT CONFIG [OPTIONS]")
+    rates: dict[str, list[float]] = {run[0]: [] for run in args.run}
+    for round_ in range(args.rounds):
+        for name, checkout, config, *options in args.run:
+            cost = measure(Path(checkout), Path(config), options[0].split() if options else [])
+            rates[name].append(cost["render_rays_per_s"])
+            print(f"round {round_ + 1} {name}: {cost['render_rays_per_s']:,.0f} rays/s, field share "
+                  f"{cost['field_share']:.2f}, with proposal fields {cost['fields_share']:.2f}", flush=True)
+    first = statistics.median(rates[args.run[0][0]])
+    for name, values in rates.items():
+        print(f"{name}: median {statistics.median(values):,.0f} rays/s, {statistics.median(values) / first:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
