@@ -121,7 +121,7 @@ class InrNerfModelConfig(ModelConfig):
     """Training: samples per ray on each proposal level, then for the field (nerfacto's 256, 96 and 48)."""
     proposal_render_samples: Tuple[int, ...] = (64, 64)
     proposal_render_samples_per_ray: int = 48
-    """Rendering: the same counts (mip-NeRF 360's 64 per level; the field's 48): 1.7-2x faster, same PSNR."""
+    """Rendering: the same counts (mip-NeRF 360's 64 per level; the field's 48): 1.5-1.9x faster, same PSNR."""
     scene_contraction: Literal["auto", "none", "l2", "linf"] = "auto"
     """Unbounded scenes: space beyond the scene box contracted (mip-NeRF 360; "linf" is nerfacto's cube), sampled
     with cone-angle steps, the sky learnt as far density. "auto": "none" for blender-data and dnerf-data, "linf" for
