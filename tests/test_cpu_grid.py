@@ -137,6 +137,25 @@ def test_failed_build_falls_back_with_one_line(monkeypatch, capsys):
         cpp_extension.build_extension.cache_clear()
 
 
+def test_each_checkout_of_the_sources_gets_its_own_build(monkeypatch, tmp_path):
+    # torch's build rules name the source paths: two checkouts sharing one build folder would rebuild in turn
+    built = []
+    monkeypatch.setattr("torch.utils.cpp_extension.load", lambda name, **kwargs: built.append(name) or name)
+    copies = []
+    for checkout in ("before", "after"):
+        (tmp_path / checkout).mkdir()
+        copies.append(tmp_path / checkout / "kernel.cpp")
+        copies[-1].write_text("int answer() { return 42; }\n")
+    cpp_extension.build_extension.cache_clear()
+    try:
+        for source in (*copies, copies[0]):
+            cpp_extension.build_extension.cache_clear()
+            cpp_extension.build_extension("kernel", (str(source),))
+    finally:
+        cpp_extension.build_extension.cache_clear()
+    assert built[0] != built[1] and built[0] == built[2]
+
+
 def test_results_do_not_depend_on_the_thread_count():
     d, config = CASES[2]
     enc = _grid(d, config)

@@ -25,9 +25,11 @@ def build_extension(label: str, sources: tuple[str, ...], headers: tuple[str, ..
         import torch
         from torch.utils.cpp_extension import _get_build_directory, load
 
-        # one build per environment, torch version and kernel source (headers included: torch's own rebuild check
-        # reads the listed sources only); environments sharing torch's build folder would otherwise rebuild in turn
+        # one build per environment, torch version, kernel source (headers included: torch's own rebuild check
+        # reads the listed sources only) and checkout (the sources' paths: the build rules name them, so two
+        # checkouts or environments sharing torch's build folder would otherwise rebuild in turn, each at first use)
         stamp = b"".join(Path(path).read_bytes() for path in (*sources, *headers)) + sys.prefix.encode()
+        stamp += "\n".join(str(Path(path).resolve()) for path in sources).encode()
         digest = hashlib.sha1(stamp).hexdigest()[:10]
         name = "_".join(re.sub(r"\W", "_", part) for part in ("inr_enc", label, torch.__version__, digest))
         build = Path(_get_build_directory(name, verbose=False))  # the folder load() builds in
