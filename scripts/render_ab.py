@@ -39,6 +39,8 @@ def main() -> None:
     args = parser.parse_args()
     if any(len(run) not in (3, 4) for run in args.run):
         parser.error("--run takes NAME CHECKOUT CONFIG [OPTIONS]")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     rates: dict[str, list[float]] = {run[0]: [] for run in args.run}
     for round_ in range(args.rounds):
         for name, checkout, config, *options in args.run:

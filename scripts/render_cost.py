@@ -103,6 +103,10 @@ def main() -> None:
 
     _, pipeline, _, _ = eval_setup(args.config, test_mode="test")
     if args.proposal_counts:  # the same checkpoint rendered with other counts (proposal.py ProposalSampling)
+        levels = getattr(pipeline.model, "proposal", None)
+        if levels is None or len(args.proposal_counts) != len(levels.train_counts[0]) + 1:
+            parser.error("--proposal-counts: the run has no proposal sampling, or needs one count per proposal "
+                         "level and one per ray")
         *per_level, per_ray = args.proposal_counts
         pipeline.model.proposal.render_counts = (tuple(per_level), per_ray)
     with torch.no_grad():  # one untimed render first: the timed ones find the kernels loaded and memory allocated
