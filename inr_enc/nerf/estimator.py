@@ -30,10 +30,11 @@ CHUNK = 1 << 18  # points per density evaluation during an update
 COARSE = 8  # fine cells per coarse cell along each axis (the box grid's coarse pass that skips empty space)
 MAX_WINDOW_GROWTH = 16  # marching windows grow up to this many times the first as rays finish (see march)
 # One window of marching (see march): (row into the A marching rays [S], sorted; points [S, 3]; interval lengths
-# [S]; the payload (t_starts [S], t_ends [S]) returned with the samples; [A] bool, whether the ray has steps after
-# it).
-Window = tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor]
-# window_of(alive [A], first_steps [A], count) -> the Window of steps first_steps .. first_steps + count - 1
+# [S]; the payload (t_starts [S], t_ends [S]) returned with the samples; [A] int64, each ray's step after the
+# window; [A] bool, whether the ray has steps after it).
+Window = tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor]
+# window_of(alive [A], first_steps [A], count) -> the Window of the next steps from first_steps: count steps in
+# torch, or the next count steps in occupied cells with the compiled kernel (march_kernel.py)
 WindowFn = Callable[[torch.Tensor, torch.Tensor, int], Window]
 DensityFn = Callable[[torch.Tensor], "torch.Tensor | tuple[torch.Tensor, torch.Tensor]"]
 
@@ -205,9 +206,10 @@ def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int, w
           density_fn: DensityFn | None, early_stop_eps: float, alpha_threshold: float, empty: torch.Tensor,
           features: bool = False) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
     """Front-to-back marching of n rays with early ray termination (:meth:`OccupancyEstimator.sample`'s), a window
-    of steps at a time: ``window`` steps while all rays march, then window * (rays at the start / rays still
-    marching), at most MAX_WINDOW_GROWTH times that, so the work per pass stays about even and a ray that stops
-    early wastes few density evaluations beyond its end (Instant-NGP's rule for steps between compactions).
+    of steps at a time (the next steps in occupied cells, with the compiled kernel): ``window`` steps while all
+    rays march, then window * (rays at the start / rays still marching), at most MAX_WINDOW_GROWTH times that,
+    so the work per pass stays about even and a ray that stops early wastes few density evaluations beyond its
+    end (Instant-NGP's rule for steps between compactions).
     alive: the marching rays, ascending; first_steps [n] int64: each ray's next step (advanced in place);
     window_of(alive, first_steps[alive], steps) -> a :data:`Window`. With density_fn, a sample is kept only
     while the optical depth before it is below -log(early_stop_eps) and its opacity 1 - exp(-density * length)
@@ -224,7 +226,7 @@ def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int, w
     n_start = max(len(alive), 1)
     while len(alive):
         count = window * min(max(n_start // len(alive), 1), MAX_WINDOW_GROWTH)
-        rows, points, lengths, payload, more = window_of(alive, first_steps[alive], count)
+        rows, points, lengths, payload, following, more = window_of(alive, first_steps[alive], count)
         rays = alive[rows]
         if density_fn is not None:
             density = density_fn(points)
@@ -238,7 +240,7 @@ def march(n: int, alive: torch.Tensor, first_steps: torch.Tensor, window: int, w
             rays, payload = rays[keep], tuple(p[keep] for p in payload)
         found_rays.append(rays)
         found.append(payload)
-        first_steps[alive] += count
+        first_steps[alive] = following
         alive = alive[more & (depth[alive] < max_depth)]
     if not found_rays:
         return empty.long(), (empty,) * (2 + features)

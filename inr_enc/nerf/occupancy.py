@@ -14,6 +14,7 @@ import torch
 
 from ..ops.precision import wide_dtype
 from .estimator import COARSE, OccupancyEstimator, Window, WindowFn, flat_index
+from .march_kernel import marching_kernel, occupied_window
 
 
 def ray_box_intersection(origins: torch.Tensor, directions: torch.Tensor, box: torch.Tensor
@@ -105,7 +106,8 @@ class OccupancyGrid(OccupancyEstimator):
         next_t = near + (first_steps + count + offset) * step_size
         lengths = torch.full((len(rows),), step_size, dtype=wide_dtype(t.device), device=t.device)  # exact in tau
         kept = t[rows, k]
-        return rows, points[rows, k], lengths, (kept - step_size / 2, kept + step_size / 2), next_t < far
+        return rows, points[rows, k], lengths, (kept - step_size / 2, kept + step_size / 2), first_steps + count, \
+            next_t < far
 
     def _marching(self, origins: torch.Tensor, directions: torch.Tensor, jitter: bool,
                   generator: torch.Generator | None, clip: tuple[torch.Tensor, torch.Tensor] | None
@@ -123,9 +125,17 @@ class OccupancyGrid(OccupancyEstimator):
         start, end = self._coarse_range(origins, directions, near, far) if n else (near, far)
         first_steps = torch.floor((start - near) / self.step_size).clamp_min(0).long()  # keeps near's grid points
         alive = (end > start).nonzero().squeeze(1)  # rays still marching, ascending
+        kernel = marching_kernel(origins.device) if origins.dtype == torch.float32 else None
+        grid = {"bounds": origins.new_zeros(0), "step": self.step_size, "occupied": self.occupied,
+                "resolution": self.resolution, "kind": "box", "a": self.aabb[0].tolist(), "b": self.aabb[1].tolist()}
 
         def window_of(alive: torch.Tensor, first: torch.Tensor, count: int) -> Window:
-            return self._window(origins[alive], directions[alive], near[alive], end[alive], offset[alive], first,
-                                count)
+            if kernel is None:
+                return self._window(origins[alive], directions[alive], near[alive], end[alive], offset[alive], first,
+                                    count)
+            rows, starts, ends, points, following, more = occupied_window(
+                kernel, origins[alive], directions[alive], near[alive], end[alive], offset[alive], first, count, grid)
+            lengths = torch.full((len(rows),), self.step_size, dtype=wide_dtype(origins.device))  # exact in tau
+            return rows, points, lengths, (starts, ends), following, more
 
         return alive, first_steps, window_of

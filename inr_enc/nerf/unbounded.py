@@ -17,6 +17,7 @@ import torch
 from ..ops.precision import wide_dtype
 from .contraction import NORMS, Norm, contract, uncontract
 from .estimator import OccupancyEstimator, Window, WindowFn
+from .march_kernel import marching_kernel, occupied_window
 
 MAX_STEPS = 10**8  # refuse step sequences longer than this (they would not fit in memory anyway)
 
@@ -218,7 +219,7 @@ class ContractedOccupancyGrid(OccupancyEstimator):
         following = (first + count).clamp_max(n_intervals - 1)
         next_start = bounds[following] + (0 if offset is None else offset * (bounds[following + 1] - bounds[following]))
         more = (first + count < n_intervals) & (next_start < far)
-        return rows, points[rows, j], ends - starts, (starts, ends), more
+        return rows, points[rows, j], ends - starts, (starts, ends), first + count, more
 
     def _marching(self, origins: torch.Tensor, directions: torch.Tensor, jitter: bool,
                   generator: torch.Generator | None, clip: tuple[torch.Tensor, torch.Tensor] | None
@@ -239,9 +240,17 @@ class ContractedOccupancyGrid(OccupancyEstimator):
         near, far = near.to(dtype), far.to(dtype)
         offset = torch.rand(n, device=device, dtype=dtype, generator=generator) if jitter else None
         alive = (far > near).nonzero().squeeze(1)
+        kernel = marching_kernel(device) if dtype == torch.float32 else None
+        grid = {"bounds": bounds, "step": 0.0, "occupied": self.occupied, "resolution": self.resolution,
+                "kind": self.norm, "a": self.center.tolist(), "b": [float(self.scale)] * 3}
 
         def window_of(alive: torch.Tensor, first: torch.Tensor, count: int) -> Window:
-            return self._window(origins[alive], directions[alive], near[alive], far[alive],
-                                None if offset is None else offset[alive], first, count, bounds)
+            if kernel is None:
+                return self._window(origins[alive], directions[alive], near[alive], far[alive],
+                                    None if offset is None else offset[alive], first, count, bounds)
+            rows, starts, ends, points, following, more = occupied_window(
+                kernel, origins[alive], directions[alive], near[alive], far[alive],
+                near.new_zeros(len(alive)) if offset is None else offset[alive], first, count, grid)
+            return rows, points, ends - starts, (starts, ends), following, more
 
         return alive, first, window_of
