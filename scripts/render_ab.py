@@ -11,11 +11,13 @@ Prints each run's render rays/s per round, the field shares, and the ratio of ea
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent / "render_cost.py"
@@ -41,16 +43,26 @@ def main() -> None:
         parser.error("--run takes NAME CHECKOUT CONFIG [OPTIONS]")
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
-    rates: dict[str, list[float]] = {run[0]: [] for run in args.run}
-    for round_ in range(args.rounds):
-        for name, checkout, config, *options in args.run:
-            cost = measure(Path(checkout), Path(config), options[0].split() if options else [])
-            rates[name].append(cost["render_rays_per_s"])
-            print(f"round {round_ + 1} {name}: {cost['render_rays_per_s']:,.0f} rays/s, field share "
-                  f"{cost['field_share']:.2f}, with proposal fields {cost['fields_share']:.2f}", flush=True)
-    first = statistics.median(rates[args.run[0][0]])
-    for name, values in rates.items():
-        print(f"{name}: median {statistics.median(values):,.0f} rays/s, {statistics.median(values) / first:.2f}x")
+    runs = [(name, functools.partial(measure, Path(checkout), Path(config), options[0].split() if options else []))
+            for name, checkout, config, *options in args.run]
+    alternate(args.rounds, runs, "render_rays_per_s", lambda cost: f"{cost['render_rays_per_s']:,.0f} rays/s, "
+              f"field share {cost['field_share']:.2f}, with proposal fields {cost['fields_share']:.2f}")
+
+
+def alternate(rounds: int, runs: list[tuple[str, Callable[[], dict]]], key: str, describe: Callable[[dict], str]
+              ) -> dict[str, list[dict]]:
+    """Each run's measure() in turn, ``rounds`` times (so all runs meet the same machine state); prints each
+    result (``describe``) and each run's median ``key`` with its ratio to the first run's; returns the results."""
+    results: dict[str, list[dict]] = {name: [] for name, _ in runs}
+    for round_ in range(rounds):
+        for name, measure_run in runs:
+            results[name].append(measure_run())
+            print(f"round {round_ + 1} {name}: {describe(results[name][-1])}", flush=True)
+    first = statistics.median(result[key] for result in results[runs[0][0]])
+    for name, values in results.items():
+        median = statistics.median(result[key] for result in values)
+        print(f"{name}: median {key} {median:,.1f}, {median / first:.2f}x")
+    return results
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The NeRF benchmark helpers: scripts/render_cost.py (the field's share of a render) and the scene-set table of
-scripts/bench_nerf_set.py."""
+"""The NeRF benchmark helpers: scripts/render_cost.py (the field's share of a render), the scene-set table of
+scripts/bench_nerf_set.py and the side-by-side training of two checkouts (scripts/train_ab.py)."""
 from __future__ import annotations
 
 import json
@@ -13,6 +13,7 @@ import torch
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "scripts"))
 import bench_nerf_set  # noqa: E402
+import train_ab  # noqa: E402
 
 pytest.importorskip("nerfstudio")
 from nerfstudio.cameras.cameras import Cameras  # noqa: E402
@@ -109,3 +110,30 @@ def test_a_set_run_keeps_each_scenes_results_and_skips_kept_scenes(tmp_path, mon
     assert len(commands) == 2
     bench_nerf_set.main([*argv, "--force"])
     assert len(commands) == 4
+
+
+def test_side_by_side_training_alternates_the_checkouts_and_compares_medians(tmp_path, monkeypatch, capsys):
+    calls = []
+
+    def fake_bench(command, env, **kwargs):  # bench_nerf.py's output: OUT/METHOD/results.json
+        checkout = Path(env["PYTHONPATH"]).name
+        calls.append((checkout, command[command.index("--") + 1:] if "--" in command else []))
+        out = Path(command[command.index("--out") + 1]) / "inr-hashgrid"
+        out.mkdir(parents=True)
+        iterations = {"old": [100, 120], "new": [150, 250]}[checkout][sum(c[0] == checkout for c in calls) - 1]
+        (out / "results.json").write_text(json.dumps({"iterations": iterations, "train_rays_per_s": 1.0,
+                                                      "psnr": 20.0, "render_rays_per_s": 2.0}))
+        return SimpleNamespace(returncode=0, stderr="")
+
+    monkeypatch.setattr(train_ab.subprocess, "run", fake_bench)
+    train_ab.main(["inr-hashgrid", "--data", "data/scenes/room", "--budget", "5", "--out", str(tmp_path),
+                   "--run", "before", str(tmp_path / "old"), "--run", "after", str(tmp_path / "new"),
+                   "--pipeline.model.sampler occupancy"])
+    assert [c[0] for c in calls] == ["old", "new", "old", "new"]  # taking turns, not one run after the other
+    assert calls[1][1] == ["--pipeline.model.sampler", "occupancy"] and calls[0][1] == []
+    printed = capsys.readouterr().out
+    assert "before: median iterations 110.0, 1.00x" in printed  # medians of 100, 120 and of 150, 250
+    assert "after: median iterations 200.0, 1.82x" in printed
+    assert (tmp_path / "after" / "round-2" / "inr-hashgrid" / "results.json").exists()
+    with pytest.raises(SystemExit):
+        train_ab.main(["inr-hashgrid", "--data", "x", "--rounds", "0", "--run", "a", "."])
