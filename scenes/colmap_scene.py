@@ -28,7 +28,8 @@ Output:
 (default: a temporary folder, deleted at the end).
 If IMAGES/transforms.json has the rendered (true) poses, the COLMAP camera centres are aligned to them with a
 similarity transform (Umeyama) and the residual position error is printed, next to the spread of the rendered
-centres (their RMS distance from their mean: about the orbit radius for an orbit) for scale.
+centres (their RMS distance from their mean: about the orbit radius for an orbit) for scale, and the angle by which
+each camera's rotation differs from the rendered one after the same alignment.
 """
 from __future__ import annotations
 
@@ -126,7 +127,7 @@ def main() -> None:
         # Convert like nerfstudio's colmap_to_json (keep_original_world_coordinate=False).
         applied = np.eye(4)[:3, :][[0, 2, 1], :]
         applied[2, :] *= -1
-        frames, centres = [], {}
+        frames, poses = [], {}  # poses: name -> camera-to-world 3x4 (OpenGL axes)
         for im_id, im in rec.images.items():
             if not im.has_pose:
                 continue
@@ -137,7 +138,7 @@ def main() -> None:
             c2w = c2w[[0, 2, 1, 3], :]
             c2w[2, :] *= -1
             frames.append({"file_path": f"images/{im.name}", "transform_matrix": c2w.tolist(), "colmap_im_id": im_id})
-            centres[im.name] = c2w[:3, 3]
+            poses[im.name] = c2w[:3, :]
         frames.sort(key=lambda f: f["file_path"])
         cams = list(rec.cameras.values())
         assert len(cams) == 1, "expected one shared camera"
@@ -158,23 +159,27 @@ def main() -> None:
             for sub in ("images", "images_2"):
                 if os.path.isdir(os.path.join(src, sub)):
                     os.symlink(os.path.relpath(os.path.join(src, sub), out), os.path.join(staging, sub))
-        missing = [n for n in names if n not in centres]
+        missing = [n for n in names if n not in poses]
         print(f"colmap_scene: wrote {out}: {len(frames)} of {len(names)} views registered;"
               f" not registered: {missing or 'none'}", flush=True)
 
         truth_path = os.path.join(src, "transforms.json")
-        if os.path.exists(truth_path) and len(centres) >= 3:
+        if os.path.exists(truth_path) and len(poses) >= 3:
             with open(truth_path) as f:
-                truth = {os.path.basename(fr["file_path"]): np.array(fr["transform_matrix"])[:3, 3]
+                truth = {os.path.basename(fr["file_path"]): np.array(fr["transform_matrix"])[:3, :]
                          for fr in json.load(f)["frames"]}
-            common = sorted(set(truth) & set(centres))
-            a, b = np.array([centres[n] for n in common]), np.array([truth[n] for n in common])
+            common = sorted(set(truth) & set(poses))
+            a, b = np.array([poses[n][:, 3] for n in common]), np.array([truth[n][:, 3] for n in common])
             s, r, t = umeyama(a, b)
             err = np.linalg.norm((s * (r @ a.T)).T + t - b, axis=1)
             spread = np.sqrt(((b - b.mean(0)) ** 2).sum(1).mean())
+            # the angle of each camera's residual rotation, R_true^T (r R_colmap), after the same alignment
+            cos = [(np.trace(truth[n][:, :3].T @ r @ poses[n][:, :3]) - 1) / 2 for n in common]
+            angles = np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
             print(f"colmap_scene: camera centres vs the rendered poses after a similarity alignment: "
                   f"mean error {err.mean():.4f}, max {err.max():.4f} scene units (the rendered centres' RMS"
-                  f" distance from their mean: {spread:.3f})", flush=True)
+                  f" distance from their mean: {spread:.3f}); rotations off by {angles.mean():.2f} degrees on"
+                  f" average, {angles.max():.2f} at most", flush=True)
     print(f"colmap_scene: done in {time.perf_counter() - t0:.1f}s", flush=True)
 
 
