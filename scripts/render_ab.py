@@ -14,6 +14,7 @@ import argparse
 import functools
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -23,14 +24,20 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parent / "render_cost.py"
 
 
+def run_with_checkout(command: list[str], checkout: Path, script: str) -> str:
+    """``command`` in a fresh process importing ``checkout``'s inr_enc (``PYTHONPATH``); its stdout. A failure
+    ends this script (``script`` names it) with the command's last lines of stderr."""
+    env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"{script}: {shlex.join(command)} with {checkout} failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
 def measure(checkout: Path, config: Path, options: list[str]) -> dict:
     """One fresh process: render_cost.py's JSON for ``config`` (and ``options``) with ``checkout``'s inr_enc."""
-    env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}
-    done = subprocess.run([sys.executable, str(SCRIPT), str(config), *options], env=env, capture_output=True,
-                          text=True)
-    if done.returncode:
-        sys.exit(f"render_ab.py: {config} with {checkout} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_with_checkout([sys.executable, str(SCRIPT), str(config), *options], checkout, "render_ab.py")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def main() -> None:

@@ -14,25 +14,20 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
-from render_ab import alternate  # scripts/, this script's folder
+from render_ab import alternate, run_with_checkout  # scripts/, this script's folder
 
 SCRIPT = Path(__file__).resolve().parent / "bench_nerf.py"
 
 
 def train(method: str, data: Path, budget: float, checkout: Path, options: list[str], out: Path) -> dict:
     """One fresh process: bench_nerf.py's results for ``method`` on ``data`` with ``checkout``'s inr_enc."""
-    env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}
     command = [sys.executable, str(SCRIPT), method, "--data", str(data), "--budget", str(budget), "--out", str(out),
                *(["--", *options] if options else [])]
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    if done.returncode:
-        sys.exit(f"train_ab.py: {shlex.join(command)} with {checkout} failed:\n{done.stderr[-2000:]}")
+    run_with_checkout(command, checkout, "train_ab.py")
     return json.loads((out / method / "results.json").read_text())
 
 

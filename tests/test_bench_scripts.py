@@ -13,6 +13,7 @@ import torch
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "scripts"))
 import bench_nerf_set  # noqa: E402
+import render_ab  # noqa: E402
 import train_ab  # noqa: E402
 
 pytest.importorskip("nerfstudio")
@@ -123,9 +124,9 @@ def test_side_by_side_training_alternates_the_checkouts_and_compares_medians(tmp
         iterations = {"old": [100, 120], "new": [150, 250]}[checkout][sum(c[0] == checkout for c in calls) - 1]
         (out / "results.json").write_text(json.dumps({"iterations": iterations, "train_rays_per_s": 1.0,
                                                       "psnr": 20.0, "render_rays_per_s": 2.0}))
-        return SimpleNamespace(returncode=0, stderr="")
+        return SimpleNamespace(returncode=0, stdout="", stderr="")
 
-    monkeypatch.setattr(train_ab.subprocess, "run", fake_bench)
+    monkeypatch.setattr(render_ab.subprocess, "run", fake_bench)
     train_ab.main(["inr-hashgrid", "--data", "data/scenes/room", "--budget", "5", "--out", str(tmp_path),
                    "--run", "before", str(tmp_path / "old"), "--run", "after", str(tmp_path / "new"),
                    "--pipeline.model.sampler occupancy"])

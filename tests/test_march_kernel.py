@@ -10,7 +10,7 @@ from inr_enc.nerf.march_kernel import marching_kernel, occupied_window
 from inr_enc.nerf.occupancy import OccupancyGrid
 from inr_enc.nerf.unbounded import ContractedOccupancyGrid
 
-pytestmark = pytest.mark.skipif(marching_kernel(torch.device("cpu")) is None,
+pytestmark = pytest.mark.skipif(marching_kernel(torch.device("cpu"), torch.float32) is None,
                                 reason="the CPU marching kernel did not build here")
 
 
@@ -45,7 +45,7 @@ def both_paths(monkeypatch, grid, *args, **kwargs):
         compiled = grid.sample(*args, generator=torch.Generator().manual_seed(seed), **kwargs)
     assert calls
     with monkeypatch.context() as patch:
-        patch.setattr(module, "marching_kernel", lambda device: None)
+        patch.setattr(module, "marching_kernel", lambda device, dtype: None)
         reference = grid.sample(*args, generator=torch.Generator().manual_seed(seed), **kwargs)
     return compiled, reference
 

@@ -23,9 +23,12 @@ SOURCES = (str(Path(__file__).with_name("march_cpu.cpp")),)
 KINDS = {"box": 0, "linf": 1, "l2": 2}  # march_cpu.cpp's kinds of steps and cells
 
 
-def marching_kernel(device: torch.device) -> ModuleType | None:
-    """The compiled kernel for rays on ``device``, or None (then the grids march in torch): CPU only."""
-    return build_extension("CPU marching kernel", SOURCES) if device.type == "cpu" else None
+def marching_kernel(device: torch.device, dtype: torch.dtype) -> ModuleType | None:
+    """The compiled kernel for rays of ``dtype`` on ``device``, or None (then the grids march in torch): float32
+    rays on CPU only."""
+    if device.type != "cpu" or dtype != torch.float32:
+        return None
+    return build_extension("CPU marching kernel", SOURCES)
 
 
 def occupied_window(kernel: ModuleType, origins: torch.Tensor, directions: torch.Tensor, near: torch.Tensor,

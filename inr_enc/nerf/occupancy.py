@@ -125,7 +125,7 @@ class OccupancyGrid(OccupancyEstimator):
         start, end = self._coarse_range(origins, directions, near, far) if n else (near, far)
         first_steps = torch.floor((start - near) / self.step_size).clamp_min(0).long()  # keeps near's grid points
         alive = (end > start).nonzero().squeeze(1)  # rays still marching, ascending
-        kernel = marching_kernel(origins.device) if origins.dtype == torch.float32 else None
+        kernel = marching_kernel(origins.device, origins.dtype)
         grid = {"bounds": origins.new_zeros(0), "step": self.step_size, "occupied": self.occupied,
                 "resolution": self.resolution, "kind": "box", "a": self.aabb[0].tolist(), "b": self.aabb[1].tolist()}
 

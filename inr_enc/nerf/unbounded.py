@@ -240,7 +240,7 @@ class ContractedOccupancyGrid(OccupancyEstimator):
         near, far = near.to(dtype), far.to(dtype)
         offset = torch.rand(n, device=device, dtype=dtype, generator=generator) if jitter else None
         alive = (far > near).nonzero().squeeze(1)
-        kernel = marching_kernel(device) if dtype == torch.float32 else None
+        kernel = marching_kernel(device, dtype)
         grid = {"bounds": bounds, "step": 0.0, "occupied": self.occupied, "resolution": self.resolution,
                 "kind": self.norm, "a": self.center.tolist(), "b": [float(self.scale)] * 3}
 
