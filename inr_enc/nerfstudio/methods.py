@@ -124,17 +124,19 @@ inr_hashgrid = MethodSpecification(
                 "on CPU and CUDA.",
 )
 hyb_nerf = MethodSpecification(
-    # the learnable Fourier levels need the lower rate: at 1e-2 training stalled at ~13 dB (docs/nerf.md)
+    # the learnable Fourier levels need the lower rate: at 1e-2 training stalled at ~13 dB on the bounded object;
+    # on unbounded scenes no rate tried lifts it out of the Fourier levels' fog (docs/nerf.md)
     # the occupancy grid everywhere: proposal sampling lost 2.3 dB on the unbounded scene (docs/nerf.md)
     config=_trainer("hyb-nerf", InrNerfModelConfig(encoding=dict(HYBRID), sampler="occupancy"), lr=1e-3,
                     table_lr=1e-2),
     description="Hyb-NeRF: Fourier features cone traced over each sample's frustum at coarse levels, hash grid at "
-                "fine levels (inr_enc Hybrid).",
+                "fine levels (inr_enc Hybrid). For bounded scenes: on unbounded or forward-facing captures its global "
+                "Fourier levels give a fog (docs/nerf.md); use inr-hashgrid.",
 )
 inr_fourier = MethodSpecification(
     config=_trainer("inr-fourier", InrNerfModelConfig(  # the occupancy grid everywhere, as hyb-nerf
         encoding=dict(FOURIER_POSITIONS), network=dict(NERF_NETWORK), direction_encoding=dict(NERF_DIRECTIONS),
         sampler="occupancy"), lr=2e-3, table_lr=2e-3),
     description="NeRF-style field on inr_enc's Gaussian random Fourier features (any encoder via "
-                "--pipeline.model.encoding-config, e.g. '{\"otype\": \"NeRF\"}').",
+                "--pipeline.model.encoding-config, e.g. '{\"otype\": \"NeRF\"}'). For bounded scenes, as hyb-nerf.",
 )
