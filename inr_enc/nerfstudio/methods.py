@@ -126,7 +126,8 @@ inr_hashgrid = MethodSpecification(
 hyb_nerf = MethodSpecification(
     # the learnable Fourier levels need the lower rate: at 1e-2 training stalled at ~13 dB on the bounded object;
     # on unbounded scenes no rate tried lifts it out of the Fourier levels' fog (docs/nerf.md)
-    # the occupancy grid everywhere: proposal sampling lost 2.3 dB on the unbounded scene (docs/nerf.md)
+    # the occupancy grid everywhere: proposal sampling lost 2.3 dB on the unbounded scene and gained 3.0 on the
+    # room, both still in the fog (docs/nerf.md)
     config=_trainer("hyb-nerf", InrNerfModelConfig(encoding=dict(HYBRID), sampler="occupancy"), lr=1e-3,
                     table_lr=1e-2),
     description="Hyb-NeRF: Fourier features cone traced over each sample's frustum at coarse levels, hash grid at "
